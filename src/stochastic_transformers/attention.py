@@ -1,0 +1,269 @@
+r"""Attention and one layer of the discrete model, as numba kernels.
+
+For tokens :math:`x_1, \dots, x_N` on :math:`S^{d-1}` and a fixed
+:math:`B = Q^\top K`, token :math:`i` attends with logits
+:math:`\ell_{ij} = \beta\, x_i^\top B x_j` and receives
+
+* softmax attention (SA): :math:`A_i = \sum_j \operatorname{softmax}_j(\ell_{ij})\, x_j`;
+* unnormalised attention (USA): :math:`A_i = \frac1N \sum_j e^{\ell_{ij}} x_j`.
+
+One layer of the stochastic model (paper eq. 4) maps
+:math:`x_i \mapsto \operatorname{normalize}(x_i + L^{-1/2} V A_i)` with one random
+:math:`d\times d` matrix :math:`V` shared by all tokens; the hybrid model (eq. 7)
+maps :math:`x_i \mapsto \operatorname{normalize}(x_i + w A_i)` with a scalar
+:math:`w = 1/L + \varepsilon \xi / \sqrt L`.
+
+Every kernel is compiled with ``nogil=True`` so that independent blocks of
+trajectories can run on several threads; none of them draws random numbers
+(the callers pass pre-drawn noise), which keeps every result a deterministic
+function of the seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+_JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@nb.njit(**_JIT)
+def attention(x, B, beta, softmax, out):
+    """Write the attention outputs :math:`A_i` of tokens ``x`` (N, d) into ``out`` (N, d).
+
+    Softmax weights are computed with the row maximum subtracted (log-sum-exp), so no
+    logit overflows; unnormalised weights :math:`e^{\\ell_{ij}}/N` are finite as long as
+    :math:`|\\ell_{ij}| < 709`, i.e. for any :math:`\\beta\\,\\|B\\| < 709`.
+    """
+    n_tok, d = x.shape
+    bx = np.empty((n_tok, d))
+    for j in range(n_tok):
+        for a in range(d):
+            acc = 0.0
+            for b in range(d):
+                acc += B[a, b] * x[j, b]
+            bx[j, a] = acc
+    weights = np.empty(n_tok)
+    for i in range(n_tok):
+        top = -np.inf
+        for j in range(n_tok):
+            acc = 0.0
+            for a in range(d):
+                acc += x[i, a] * bx[j, a]
+            weights[j] = beta * acc
+            if weights[j] > top:
+                top = weights[j]
+        if softmax:
+            total = 0.0
+            for j in range(n_tok):
+                weights[j] = math.exp(weights[j] - top)
+                total += weights[j]
+            for j in range(n_tok):
+                weights[j] /= total
+        else:
+            for j in range(n_tok):
+                weights[j] = math.exp(weights[j]) / n_tok
+        for a in range(d):
+            acc = 0.0
+            for j in range(n_tok):
+                acc += weights[j] * x[j, a]
+            out[i, a] = acc
+
+
+@nb.njit(**_JIT)
+def normalize_rows(y):
+    """Project every row of ``y`` back onto the unit sphere, in place."""
+    n_tok, d = y.shape
+    for i in range(n_tok):
+        acc = 0.0
+        for a in range(d):
+            acc += y[i, a] * y[i, a]
+        inv = 1.0 / math.sqrt(acc)
+        for a in range(d):
+            y[i, a] *= inv
+
+
+@nb.njit(**_JIT)
+def householder_r(m, r):
+    """Triangular factor of the thin QR decomposition of ``m`` (d, N), written into ``r``.
+
+    ``r`` has shape (k, N) with k = min(d, N) and satisfies :math:`r^\\top r = m^\\top m`.
+    Householder reflections stay exact to rounding even when the columns of ``m`` are
+    nearly dependent (tokens about to cluster), where a Cholesky factor of the Gram
+    matrix would break down.  ``m`` is overwritten.
+    """
+    d, n = m.shape
+    k = min(d, n)
+    v = np.empty(d)
+    for j in range(k):
+        norm2 = 0.0
+        for a in range(j, d):
+            norm2 += m[a, j] * m[a, j]
+        norm = math.sqrt(norm2)
+        if norm == 0.0:
+            continue
+        alpha = -norm if m[j, j] >= 0.0 else norm
+        vnorm2 = 0.0
+        for a in range(j, d):
+            v[a] = m[a, j]
+        v[j] -= alpha
+        for a in range(j, d):
+            vnorm2 += v[a] * v[a]
+        if vnorm2 == 0.0:
+            continue
+        scale = 2.0 / vnorm2
+        for col in range(j, n):
+            dot = 0.0
+            for a in range(j, d):
+                dot += v[a] * m[a, col]
+            dot *= scale
+            for a in range(j, d):
+                m[a, col] -= dot * v[a]
+    for i in range(k):
+        for col in range(n):
+            r[i, col] = m[i, col] if col >= i else 0.0
+
+
+@nb.njit(**_JIT)
+def layer_literal(x, v, h, B, beta, softmax, att, y):
+    """One stochastic layer with an explicit value matrix ``v`` (d, d), in place on ``x``.
+
+    :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + h\\, v A_i)`, :math:`h = L^{-1/2}`.
+    """
+    n_tok, d = x.shape
+    attention(x, B, beta, softmax, att)
+    for i in range(n_tok):
+        for a in range(d):
+            acc = 0.0
+            for b in range(d):
+                acc += v[a, b] * att[i, b]
+            y[i, a] = x[i, a] + h * acc
+    normalize_rows(y)
+    x[:, :] = y
+
+
+@nb.njit(**_JIT)
+def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y):
+    """One stochastic layer with Gaussian V drawn through the exact d*N reduction.
+
+    With :math:`M = [A_1 \\dots A_N] = QR` (thin QR, :math:`k=\\min(d,N)` columns of
+    :math:`Q`), :math:`V M = (VQ) R` and :math:`VQ` is a :math:`d\\times k` matrix of
+    i.i.d. :math:`N(0,\\sigma^2)` entries when :math:`V` is.  So ``g`` (d, k), already
+    scaled by sigma, replaces the d*d entries of V exactly in law.
+    """
+    n_tok, d = x.shape
+    attention(x, B, beta, softmax, att)
+    for i in range(n_tok):
+        for a in range(d):
+            m[a, i] = att[i, a]
+    householder_r(m, r)
+    k = r.shape[0]
+    for i in range(n_tok):
+        for a in range(d):
+            acc = 0.0
+            for c in range(k):
+                acc += g[a, c] * r[c, i]
+            y[i, a] = x[i, a] + h * acc
+    normalize_rows(y)
+    x[:, :] = y
+
+
+@nb.njit(**_JIT)
+def layer_hybrid(x, w, B, beta, softmax, att, y):
+    """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`."""
+    n_tok, d = x.shape
+    attention(x, B, beta, softmax, att)
+    for i in range(n_tok):
+        for a in range(d):
+            y[i, a] = x[i, a] + w * att[i, a]
+    normalize_rows(y)
+    x[:, :] = y
+
+
+# --------------------------------------------------------------------------------------
+# Two tokens, B = identity: the exact one-dimensional overlap chain.
+#
+# The state is the pair (s, c) = (sin(theta/2), cos(theta/2)), theta the angle between
+# the tokens, so that 1 - <x1,x2> = 2 s^2 and 1 + <x1,x2> = 2 c^2 are both known to full
+# relative precision however close the tokens come to each other or to antipodes.
+# --------------------------------------------------------------------------------------
+
+
+@nb.njit(**_JIT)
+def pair_weights(s, beta, softmax):
+    """Sum and difference of the self and cross attention weights of a token pair.
+
+    Token 1 receives :math:`a x_1 + b x_2`, with :math:`a` the weight on itself and
+    :math:`b` on the other token; :math:`1 - z = 2s^2` gives
+    :math:`e^{\\beta z} = e^{\\beta} e^{-2\\beta s^2}`.  Returns :math:`(a+b, a-b)`, with
+    :math:`a-b` through ``expm1``/``tanh`` so that it keeps its relative precision as
+    the tokens merge.
+    """
+    q = 2.0 * beta * s * s
+    if softmax:
+        return 1.0, math.tanh(0.5 * q)
+    scale = 0.5 * math.exp(beta)
+    return scale * (1.0 + math.exp(-q)), -scale * math.expm1(-q)
+
+
+@nb.njit(**_JIT)
+def half_angles(cos_part, sin_part):
+    """(sin(t/2), cos(t/2)) of the angle t = atan2(sin_part, cos_part), sin_part >= 0.
+
+    Uses :math:`\\sin^2(t/2) = (R - X)/(2R)` and :math:`\\cos^2(t/2) = (R + X)/(2R)`,
+    rewriting the one that would cancel as :math:`Y^2 / (2R(R \\pm X))`.
+    """
+    radius = math.hypot(cos_part, sin_part)
+    if radius == 0.0:
+        return 0.0, 1.0
+    if cos_part >= 0.0:
+        s2 = sin_part * sin_part / (2.0 * radius * (radius + cos_part))
+        c2 = (radius + cos_part) / (2.0 * radius)
+    else:
+        s2 = (radius - cos_part) / (2.0 * radius)
+        c2 = sin_part * sin_part / (2.0 * radius * (radius - cos_part))
+    return math.sqrt(s2), math.sqrt(c2)
+
+
+@nb.njit(**_JIT)
+def pair_step(s, c, u0, u1, u2, w0, w1, w2, w3):
+    """Advance the half-angle state given the images of the symmetric/antisymmetric frame.
+
+    With :math:`x_{1,2} = c\\,u \\mp s\\,w` (u, w orthonormal) the updated vectors satisfy
+    :math:`(y_1+y_2)/2 = c\\,U` and :math:`(y_2-y_1)/2 = s\\,W`.  The new angle has
+    :math:`\\sin\\theta' \\propto 2cs\\,|U\\wedge W|` and
+    :math:`\\cos\\theta' \\propto c^2|U|^2 - s^2|W|^2` (same positive factor
+    :math:`1/(|y_1||y_2|)`), so neither the distance to +1 nor to -1 is ever computed
+    by cancellation.  U = (u0, u1, u2, 0) and W = (w0, w1, w2, w3) in an orthonormal
+    frame whose first two vectors are u and w.
+    """
+    uu = u0 * u0 + u1 * u1 + u2 * u2
+    ww = w0 * w0 + w1 * w1 + w2 * w2 + w3 * w3
+    # |U ^ W|^2 as a sum of squared 2x2 minors: no cancellation when U and W are
+    # nearly parallel (large steps), unlike |U|^2 |W|^2 - <U,W>^2.
+    m01 = u0 * w1 - u1 * w0
+    m02 = u0 * w2 - u2 * w0
+    m12 = u1 * w2 - u2 * w1
+    wedge = math.sqrt(m01 * m01 + m02 * m02 + m12 * m12
+                      + (u0 * w3) ** 2 + (u1 * w3) ** 2 + (u2 * w3) ** 2)
+    return half_angles(c * c * uu - s * s * ww, 2.0 * s * c * wedge)
+
+
+@nb.njit(**_JIT)
+def pair_layer_stochastic(s, c, kappa_sum, kappa_diff, z):
+    """One stochastic layer of the overlap chain (Gaussian V, B = identity).
+
+    ``kappa_sum`` = :math:`h\\sigma(a+b)`, ``kappa_diff`` = :math:`h\\sigma(a-b)`.
+    ``z`` holds 7 random numbers: the 2x2 Gaussian block (g11, g21, g12, g22) of
+    :math:`V[u\\,w]` in the plane, and the Bartlett factor (T11, T21, T22) of the
+    Wishart(d-2) Gram matrix of its components orthogonal to the plane
+    (:math:`T_{11}^2 \\sim \\chi^2_{d-2}`, :math:`T_{21}\\sim N(0,1)`,
+    :math:`T_{22}^2 \\sim\\chi^2_{d-3}`).
+    """
+    g11, g21, g12, g22, t11, t21, t22 = z[0], z[1], z[2], z[3], z[4], z[5], z[6]
+    return pair_step(s, c,
+                     1.0 + kappa_sum * g11, kappa_sum * g21, kappa_sum * t11,
+                     kappa_diff * g12, 1.0 + kappa_diff * g22, kappa_diff * t21,
+                     kappa_diff * t22)

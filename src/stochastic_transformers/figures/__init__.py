@@ -1,0 +1,103 @@
+"""One module per figure or theorem of the book.
+
+Every figure module defines
+
+``ID``
+    its short name (``"fig3"``), used by ``reproduce`` and by the notebook;
+``DESCRIPTION``
+    one line for ``reproduce --list``;
+``SCALES``
+    a dict ``{"smoke": {...}, "quick": {...}, "paper": {...}}`` of keyword
+    arguments for :func:`compute`;
+``compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides)``
+    runs the simulations and returns an :class:`xarray.Dataset` (the
+    ``overrides`` replace individual knobs of the scale);
+``plot(ds)``
+    draws the figure from that dataset and returns a ``matplotlib`` figure.
+
+The notebooks and :func:`reproduce` call the same two functions, so no figure
+logic lives only in a notebook.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+#: figure id -> module name inside this package; the order is the book's order.
+REGISTRY: dict[str, str] = {
+    "fig1": "fig1",
+    "fig2": "fig2",
+    "fig3": "fig3",
+    "fig4": "fig4",
+    "fig6": "fig6",
+    "fig7": "fig7",
+    "fig8": "fig8",
+    "fig9": "fig9",
+    "thm1": "thm1",
+    "universality": "universality",
+}
+
+SCALE_NAMES = ("smoke", "quick", "paper")
+
+
+def available() -> dict[str, object]:
+    """Return ``{id: module}`` for every figure module that is implemented."""
+    found = {}
+    for fig_id, name in REGISTRY.items():
+        try:
+            found[fig_id] = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+    return found
+
+
+def get(fig_id: str):
+    """Return the module of figure ``fig_id`` or raise a ValueError listing the ids."""
+    figures = available()
+    if fig_id not in figures:
+        raise ValueError(f"figure id must be one of {', '.join(figures)}; got {fig_id!r}")
+    return figures[fig_id]
+
+
+def save_figure(fig, out_dir, fig_id: str) -> list[Path]:
+    """Write ``fig`` as ``ID.png`` (raster) and ``ID.svg`` (vector) in ``out_dir``."""
+    from ..io import atomic_path
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext, kwargs in (("png", {"dpi": 150}), ("svg", {})):
+        path = out_dir / f"{fig_id}.{ext}"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=ext, bbox_inches="tight", **kwargs)
+        paths.append(path)
+    return paths
+
+
+def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
+              cache_dir=None, progress=True, **overrides):
+    """Compute figure ``fig_id`` at ``scale``, then write ``ID.nc``, ``ID.png`` and ``ID.svg``.
+
+    Returns the dataset.  ``scheduler`` is a Dask scheduler address (or ``None``
+    for a local cluster); ``cache_dir`` holds finished sweep cells so that a
+    killed run resumes.
+    """
+    from ..io import write_netcdf
+    from ..style import use_style
+
+    from .._validation import check_choice
+
+    check_choice("scale", scale, SCALE_NAMES)
+    module = get(fig_id)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = module.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
+                        **overrides)
+    if ds is not None:
+        write_netcdf(ds, out / f"{fig_id}.nc")
+    use_style()
+    fig = module.plot(ds)
+    save_figure(fig, out, fig_id)
+    return ds

@@ -1,0 +1,27 @@
+"""One figure style for the whole book: seaborn, colour-blind-safe palette."""
+
+from __future__ import annotations
+
+
+def use_style() -> None:
+    """Set the book's matplotlib style (seaborn ticks, colour-blind palette)."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="ticks", palette="colorblind")
+    mpl.rcParams.update({
+        "figure.dpi": 110,
+        "savefig.dpi": 150,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "legend.frameon": False,
+        "svg.fonttype": "none",
+        "svg.hashsalt": "stochastic-transformers",
+    })
+
+
+def palette(n: int):
+    """``n`` colours from the colour-blind-safe palette (a sequential one beyond 10)."""
+    import seaborn as sns
+
+    return sns.color_palette("colorblind", n) if n <= 10 else sns.color_palette("viridis", n)
