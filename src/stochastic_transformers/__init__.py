@@ -17,7 +17,41 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
-from . import theory  # noqa: E402
-from .simulate import simulate  # noqa: E402
 
-__all__ = ["simulate", "theory", "__version__"]
+
+def _configure_numba_cache() -> None:
+    """Point numba's on-disk cache at a folder keyed by the hash of the kernels' sources.
+
+    numba invalidates a cached function only when *its own* file changes, not when a
+    function it calls (in another file) does; keying the folder by every kernel file
+    makes a stale cache impossible.
+    """
+    import hashlib
+    import os
+    from pathlib import Path
+
+    import numba
+
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("rng.py", "attention.py", "simulate.py"):
+        digest.update((here / name).read_bytes())
+    base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "stochastic_transformers")
+    numba.config.CACHE_DIR = os.path.join(base, "numba-" + digest.hexdigest()[:16])
+
+
+_configure_numba_cache()
+
+from .simulate import SIMULATION_CODE_VERSION, simulate  # noqa: E402
+
+__all__ = ["simulate", "theory", "SIMULATION_CODE_VERSION", "__version__"]
+
+
+def __getattr__(name):
+    # Submodules load on first use, so `import stochastic_transformers` stays light.
+    import importlib
+
+    if name in {"theory", "sde", "classification", "sweep", "stats", "figures", "vit"}:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -210,21 +210,22 @@ def pair_weights(s, beta, softmax):
 
 @nb.njit(**_JIT)
 def half_angles(cos_part, sin_part):
-    """(sin(t/2), cos(t/2)) of the angle t = atan2(sin_part, cos_part), sin_part >= 0.
+    r"""(sin(t/2), cos(t/2)) of the angle t = atan2(sin_part, cos_part), sin_part >= 0.
 
-    Uses :math:`\\sin^2(t/2) = (R - X)/(2R)` and :math:`\\cos^2(t/2) = (R + X)/(2R)`,
-    rewriting the one that would cancel as :math:`Y^2 / (2R(R \\pm X))`.
+    With :math:`R = \sqrt{X^2+Y^2}`, :math:`\tan(t/2) = Y/(R+X) = (R-X)/Y`; the form
+    without cancellation is taken and normalised by
+    :math:`\sqrt{Y^2 + (R \pm X)^2} = \sqrt{2R(R \pm X)}`.
     """
-    radius = math.hypot(cos_part, sin_part)
+    radius = math.sqrt(cos_part * cos_part + sin_part * sin_part)
     if radius == 0.0:
         return 0.0, 1.0
     if cos_part >= 0.0:
-        s2 = sin_part * sin_part / (2.0 * radius * (radius + cos_part))
-        c2 = (radius + cos_part) / (2.0 * radius)
-    else:
-        s2 = (radius - cos_part) / (2.0 * radius)
-        c2 = sin_part * sin_part / (2.0 * radius * (radius - cos_part))
-    return math.sqrt(s2), math.sqrt(c2)
+        big = radius + cos_part
+        inv = 1.0 / math.sqrt(2.0 * radius * big)
+        return sin_part * inv, big * inv
+    big = radius - cos_part
+    inv = 1.0 / math.sqrt(2.0 * radius * big)
+    return big * inv, sin_part * inv
 
 
 @nb.njit(**_JIT)

@@ -17,35 +17,27 @@ Three exact methods, fastest last:
     (Bartlett factor): seven random numbers a layer, whatever :math:`d`.  For the hybrid
     model the same chain needs one normal a layer.
 
-Random numbers.  Trajectories are grouped in *stream blocks* of ``STREAM_BLOCK``
-consecutive indices; block ``b`` draws from its own PCG64 stream seeded by
-``SeedSequence(seed, spawn_key=(b,))``, in chunks of a fixed number of layers.  A
-trajectory's noise therefore depends only on the seed and its index, never on the
-number of threads or on how blocks are spread over workers.
+Random numbers.  Every trajectory owns a random stream (:mod:`stochastic_transformers.rng`)
+identified by the seed and its global index, and the kernels draw inside the compiled
+loop.  Results are bit-identical whatever the number of threads and however
+trajectories are split across calls or workers (``first_trajectory``).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import xarray as xr
 
 from . import attention as _att
+from . import rng as _rng
 from ._validation import check_choice, check_int, check_real
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
 #: sweep cache key.
 SIMULATION_CODE_VERSION = "1"
-
-#: Trajectories per random stream.  Worker chunks must start on a multiple of it.
-STREAM_BLOCK = 128
-
-#: Layers drawn per call of the bulk generator, per method.  Fixed, because the
-#: order in which a stream's numbers are consumed must not depend on anything else.
-LAYER_CHUNK = {"literal": 32, "gaussian_dn": 64, "overlap_chain": 256}
 
 ATTENTIONS = ("softmax", "unnormalized")
 VALUE_LAWS = ("gaussian", "uniform", "rademacher")
@@ -55,215 +47,156 @@ METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain")
 
 # ----------------------------------------------------------------------------- kernels
 
-@_att.nb.njit(**_att._JIT)
-def _run_tokens(x, noise, kind, h, sigma, inv_l, epsilon, B, beta, softmax, layer0,
-                rec_layers, rec_gram):
-    """Advance the token clouds ``x`` (n, N, d) through ``noise.shape[1]`` layers.
+_PAR = dict(cache=True, nogil=True, parallel=True, error_model="numpy")
+_LAW_CODES = {"gaussian": 0, "uniform": 1, "rademacher": 2}
+_SQRT3 = math.sqrt(3.0)
 
-    ``kind`` 0: literal (noise (n, nl, d, d) = V entries, already scaled);
-    1: Gaussian d*N (noise (n, nl, d, k), already scaled by sigma);
-    2: hybrid (noise (n, nl, 1, 1) standard normals xi, w = 1/L + eps xi / sqrt(L)).
-    Gram matrices are stored in ``rec_gram`` (n, n_rec, N, N) at the layers listed in
-    ``rec_layers``.
+
+@_att.nb.njit(**_att._JIT)
+def _value_entry(state, law, sigma):
+    """One centred entry of V with variance sigma^2 from law 0/1/2 (Gauss/uniform/Rademacher)."""
+    if law == 0:
+        return sigma * _rng.normal(state)
+    if law == 1:
+        return sigma * _SQRT3 * (2.0 * _rng.uniform(state) - 1.0)
+    return sigma if (_rng.next_u64(state) >> np.uint64(63)) != 0 else -sigma
+
+
+@_att.nb.njit(**_att._JIT)
+def _uniform_half_angles(state, d):
+    """Half-angle state of two independent uniform tokens on S^{d-1}.
+
+    By rotation invariance x1 = e1 and x2 = g/|g| with g standard normal in R^d, so
+    cos(theta) = g1/|g| and sin(theta) = |g_{2..d}|/|g|.
     """
-    n, n_tok, d = x.shape
-    n_layers = noise.shape[1]
-    k = min(d, n_tok)
-    att = np.empty((n_tok, d))
-    y = np.empty((n_tok, d))
-    m = np.empty((d, n_tok))
-    r = np.empty((k, n_tok))
-    first = 0
-    while first < rec_layers.size and rec_layers[first] <= layer0:
-        first += 1
-    for t in range(n):
-        xt = x[t]
-        ptr = first
-        for l in range(n_layers):
-            if kind == 0:
-                _att.layer_literal(xt, noise[t, l], h, B, beta, softmax, att, y)
-            elif kind == 1:
-                _att.layer_gaussian_dn(xt, noise[t, l], h, B, beta, softmax, att, m, r, y)
+    g1 = _rng.normal(state)
+    rest = 0.0
+    for _ in range(d - 1):
+        g = _rng.normal(state)
+        rest += g * g
+    return _att.half_angles(g1, math.sqrt(rest))
+
+
+@_att.nb.njit(**_PAR)
+def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv_l, epsilon,
+                 hybrid, s0, c0, init_mode, s_stop, c_stop, rec_layers, rec_s, rec_c,
+                 s_out, c_out, stopped_layer):
+    """Run ``n`` two-token trajectories (global indices first..first+n-1) of the overlap chain.
+
+    ``init_mode`` 0: uniform independent tokens; 1: the given (s0[t], c0[t]).
+    Stochastic layers use 7 random numbers (see :func:`attention.pair_layer_stochastic`),
+    hybrid layers one.  A trajectory stops once ``s < s_stop`` or ``c < c_stop``; its
+    remaining records then carry the frozen state.
+    """
+    for t in _att.nb.prange(n):
+        state = np.empty(4, dtype=np.uint64)
+        _rng.seed_stream(state, key0, key1, first + t)
+        if init_mode == 0:
+            s, c = _uniform_half_angles(state, d)
+        else:
+            s, c = s0[t], c0[t]
+        ptr = 0
+        while ptr < rec_layers.size and rec_layers[ptr] == 0:
+            rec_s[t, ptr] = s
+            rec_c[t, ptr] = c
+            ptr += 1
+        stop = -1
+        z = np.empty(7)
+        for layer in range(1, n_layers + 1):
+            ksum, kdiff = _att.pair_weights(s, beta, softmax)
+            if hybrid:
+                w = inv_l + epsilon * _rng.normal(state) * h
+                s, c = _att.pair_step(s, c, 1.0 + w * ksum, 0.0, 0.0,
+                                      0.0, 1.0 + w * kdiff, 0.0, 0.0)
             else:
-                w = inv_l + epsilon * noise[t, l, 0, 0] * h
-                _att.layer_hybrid(xt, w, B, beta, softmax, att, y)
-            layer = layer0 + l + 1
+                for k in range(4):
+                    z[k] = _rng.normal(state)
+                z[5] = _rng.normal(state) if d >= 3 else 0.0
+                z[4] = _rng.sqrt_chi2(state, d - 2)
+                z[6] = _rng.sqrt_chi2(state, d - 3)
+                s, c = _att.pair_layer_stochastic(s, c, h * sigma * ksum, h * sigma * kdiff, z)
+            while ptr < rec_layers.size and rec_layers[ptr] == layer:
+                rec_s[t, ptr] = s
+                rec_c[t, ptr] = c
+                ptr += 1
+            if s < s_stop or c < c_stop:
+                stop = layer
+                break
+        while ptr < rec_layers.size:
+            rec_s[t, ptr] = s
+            rec_c[t, ptr] = c
+            ptr += 1
+        s_out[t] = s
+        c_out[t] = c
+        stopped_layer[t] = stop
+
+
+@_att.nb.njit(**_PAR)
+def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, softmax, B,
+                   h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram, x_out):
+    """Run ``n`` trajectories of N tokens.
+
+    ``kind`` 0: literal (a full d x d V of law ``law`` per layer); 1: Gaussian d*N
+    reduction; 2: hybrid (one normal per layer).  ``init_mode`` 0: i.i.d. uniform
+    tokens; 1: the given ``x0[t]``; 2: a uniformly random pair at overlap ``z0``.
+    """
+    k = min(d, n_tok)
+    for t in _att.nb.prange(n):
+        state = np.empty(4, dtype=np.uint64)
+        _rng.seed_stream(state, key0, key1, first + t)
+        x = np.empty((n_tok, d))
+        if init_mode == 1:
+            x[:, :] = x0[t]
+        else:
+            for i in range(n_tok):
+                for a in range(d):
+                    x[i, a] = _rng.normal(state)
+            _att.normalize_rows(x)
+            if init_mode == 2:
+                # x2 = z0 x1 + sqrt(1 - z0^2) e, e uniform on the sphere orthogonal to x1.
+                dot = 0.0
+                for a in range(d):
+                    dot += x[1, a] * x[0, a]
+                for a in range(d):
+                    x[1, a] -= dot * x[0, a]
+                nrm = 0.0
+                for a in range(d):
+                    nrm += x[1, a] * x[1, a]
+                nrm = math.sqrt(nrm)
+                perp = math.sqrt(max(0.0, 1.0 - z0 * z0))
+                for a in range(d):
+                    x[1, a] = z0 * x[0, a] + perp * x[1, a] / nrm
+        att = np.empty((n_tok, d))
+        y = np.empty((n_tok, d))
+        m = np.empty((d, n_tok))
+        r = np.empty((k, n_tok))
+        v = np.empty((d, d))
+        g = np.empty((d, k))
+        ptr = 0
+        for layer in range(0, n_layers + 1):
+            if layer > 0:
+                if kind == 0:
+                    for a in range(d):
+                        for b in range(d):
+                            v[a, b] = _value_entry(state, law, sigma)
+                    _att.layer_literal(x, v, h, B, beta, softmax, att, y)
+                elif kind == 1:
+                    for a in range(d):
+                        for b in range(k):
+                            g[a, b] = sigma * _rng.normal(state)
+                    _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y)
+                else:
+                    w = inv_l + epsilon * _rng.normal(state) * h
+                    _att.layer_hybrid(x, w, B, beta, softmax, att, y)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
                 for i in range(n_tok):
                     for j in range(n_tok):
                         acc = 0.0
                         for a in range(d):
-                            acc += xt[i, a] * xt[j, a]
+                            acc += x[i, a] * x[j, a]
                         rec_gram[t, ptr, i, j] = acc
                 ptr += 1
-
-
-@_att.nb.njit(**_att._JIT)
-def _run_pair(s, c, active, noise, hybrid, h, sigma, inv_l, epsilon, beta, softmax,
-              s_stop, c_stop, stopped_layer, layer0, rec_layers, rec_s, rec_c):
-    """Advance the two-token half-angle states of the trajectories listed in ``active``.
-
-    ``noise`` has one row per active trajectory: (m, nl, 7) for the stochastic chain
-    (see :func:`attention.pair_layer_stochastic`), (m, nl) normals for the hybrid one.
-    A trajectory stops (its layer is written in ``stopped_layer``) once
-    ``s < s_stop`` or ``c < c_stop``.
-    """
-    n_layers = noise.shape[1]
-    first = 0
-    while first < rec_layers.size and rec_layers[first] <= layer0:
-        first += 1
-    for j in range(active.size):
-        t = active[j]
-        st = s[t]
-        ct = c[t]
-        ptr = first
-        for l in range(n_layers):
-            ksum, kdiff = _att.pair_weights(st, beta, softmax)
-            if hybrid:
-                w = inv_l + epsilon * noise[j, l, 0] * h
-                st, ct = _att.pair_step(st, ct, 1.0 + w * ksum, 0.0, 0.0,
-                                        0.0, 1.0 + w * kdiff, 0.0, 0.0)
-            else:
-                st, ct = _att.pair_layer_stochastic(st, ct, h * sigma * ksum,
-                                                    h * sigma * kdiff, noise[j, l])
-            layer = layer0 + l + 1
-            while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                rec_s[t, ptr] = st
-                rec_c[t, ptr] = ct
-                ptr += 1
-            if st < s_stop or ct < c_stop:
-                stopped_layer[t] = layer
-                break
-        s[t] = st
-        c[t] = ct
-
-
-# ----------------------------------------------------------------------------- noise
-
-def _sqrt_chi2(rng, dof, shape):
-    """Draw sqrt(chi^2_dof) with the cheapest exact recipe for small ``dof``."""
-    if dof == 0:
-        return np.zeros(shape)
-    if dof == 1:
-        return np.abs(rng.standard_normal(shape))
-    if dof % 2 == 0:
-        return np.sqrt(2.0 * rng.standard_gamma(dof // 2, shape))
-    return np.sqrt(2.0 * rng.standard_gamma((dof - 1) // 2, shape) + rng.standard_normal(shape) ** 2)
-
-
-def _pair_noise(rng, m, nl, d):
-    """The 7 numbers a layer of the stochastic overlap chain uses, shape (m, nl, 7)."""
-    z = np.empty((m, nl, 7))
-    g = rng.standard_normal((m, nl, 5))
-    z[:, :, 0:4] = g[:, :, 0:4]
-    # Bartlett: T21 ~ N(0, 1) exists only when the orthogonal complement is non-empty.
-    z[:, :, 5] = g[:, :, 4] if d >= 3 else 0.0
-    z[:, :, 4] = _sqrt_chi2(rng, d - 2, (m, nl))
-    z[:, :, 6] = _sqrt_chi2(rng, d - 3, (m, nl)) if d >= 3 else 0.0
-    return z
-
-
-def _value_entries(rng, law, sigma, shape):
-    """i.i.d. centred entries of variance sigma^2 from ``law``."""
-    if law == "gaussian":
-        return sigma * rng.standard_normal(shape)
-    if law == "uniform":
-        return (sigma * math.sqrt(3.0)) * rng.uniform(-1.0, 1.0, shape)
-    return sigma * (2.0 * rng.integers(0, 2, shape, dtype=np.int8) - 1.0)
-
-
-def _uniform_pairs(rng, m, d, z0):
-    """Half-angle states of ``m`` token pairs: uniform independent tokens, or overlap z0."""
-    if z0 is not None:
-        return (np.full(m, math.sqrt((1.0 - z0) / 2.0)), np.full(m, math.sqrt((1.0 + z0) / 2.0)))
-    # By rotation invariance x1 = e1 and x2 = g/|g|: cos = g1/|g|, sin = |g_2..d|/|g|.
-    g = rng.standard_normal((m, d))
-    s = np.empty(m)
-    c = np.empty(m)
-    for t in range(m):
-        s[t], c[t] = _att.half_angles(g[t, 0], math.sqrt(np.dot(g[t, 1:], g[t, 1:])))
-    return s, c
-
-
-def _uniform_tokens(rng, m, n_tok, d, z0):
-    """Initial clouds (m, N, d): i.i.d. uniform tokens, or a random pair at overlap z0."""
-    x = rng.standard_normal((m, n_tok, d))
-    x /= np.linalg.norm(x, axis=-1, keepdims=True)
-    if z0 is not None:
-        # x2 = z0 x1 + sqrt(1 - z0^2) e, with e uniform on the sphere orthogonal to x1.
-        e = x[:, 1] - np.sum(x[:, 1] * x[:, 0], axis=-1, keepdims=True) * x[:, 0]
-        e /= np.linalg.norm(e, axis=-1, keepdims=True)
-        x[:, 1] = z0 * x[:, 0] + math.sqrt(max(0.0, 1.0 - z0 * z0)) * e
-    return x
-
-
-# ----------------------------------------------------------------------------- blocks
-
-def _block_rng(seed, block):
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(block,))))
-
-
-def _simulate_pair_block(cfg, block, m, x0_block):
-    rng = _block_rng(cfg["seed"], block)
-    d = cfg["d"]
-    if x0_block is not None:
-        s = np.linalg.norm(x0_block[:, 1] - x0_block[:, 0], axis=-1) / 2.0
-        c = np.linalg.norm(x0_block[:, 1] + x0_block[:, 0], axis=-1) / 2.0
-    else:
-        s, c = _uniform_pairs(rng, m, d, cfg["z0"])
-    rec = cfg["rec_layers"]
-    rec_s = np.full((m, rec.size), np.nan)
-    rec_c = np.full((m, rec.size), np.nan)
-    at_zero = rec == 0
-    rec_s[:, at_zero] = s[:, None]
-    rec_c[:, at_zero] = c[:, None]
-    stopped = np.full(m, -1, dtype=np.int64)
-    chunk = LAYER_CHUNK["overlap_chain"]
-    hybrid = cfg["model"] == "hybrid"
-    done = 0
-    while done < cfg["n_layers"]:
-        nl = min(chunk, cfg["n_layers"] - done)
-        active = np.flatnonzero(stopped < 0)
-        if active.size == 0:
-            break
-        noise = (rng.standard_normal((active.size, nl, 1)) if hybrid
-                 else _pair_noise(rng, active.size, nl, d))
-        _run_pair(s, c, active, noise, hybrid, cfg["h"], cfg["sigma"], cfg["inv_l"],
-                  cfg["epsilon"], cfg["beta"], cfg["softmax"], cfg["s_stop"], cfg["c_stop"],
-                  stopped, done, rec, rec_s, rec_c)
-        done += nl
-    # A stopped trajectory is frozen: later records carry its final state.
-    missing = np.isnan(rec_s)
-    rec_s = np.where(missing, s[:, None], rec_s)
-    rec_c = np.where(missing, c[:, None], rec_c)
-    return {"s": s, "c": c, "rec_s": rec_s, "rec_c": rec_c, "stopped_layer": stopped}
-
-
-def _simulate_token_block(cfg, block, m, x0_block):
-    rng = _block_rng(cfg["seed"], block)
-    n_tok, d = cfg["n_tokens"], cfg["d"]
-    x = (np.array(x0_block, dtype=float) if x0_block is not None
-         else _uniform_tokens(rng, m, n_tok, d, cfg["z0"]))
-    rec = cfg["rec_layers"]
-    rec_gram = np.full((m, rec.size, n_tok, n_tok), np.nan)
-    rec_gram[:, rec == 0] = np.einsum("tia,tja->tij", x, x)[:, None]
-    method = cfg["method"]
-    kind = {"literal": 0, "gaussian_dn": 1}[method] if cfg["model"] == "stochastic" else 2
-    chunk = LAYER_CHUNK[method]
-    k = min(d, n_tok)
-    done = 0
-    while done < cfg["n_layers"]:
-        nl = min(chunk, cfg["n_layers"] - done)
-        if kind == 0:
-            noise = _value_entries(rng, cfg["values"], cfg["sigma"], (m, nl, d, d))
-        elif kind == 1:
-            noise = cfg["sigma"] * rng.standard_normal((m, nl, d, k))
-        else:
-            noise = rng.standard_normal((m, nl, 1, 1))
-        _run_tokens(x, noise, kind, cfg["h"], cfg["sigma"], cfg["inv_l"], cfg["epsilon"],
-                    cfg["B"], cfg["beta"], cfg["softmax"], done, rec, rec_gram)
-        done += nl
-    return {"x": x, "rec_gram": rec_gram}
+        x_out[t] = x
 
 
 # ----------------------------------------------------------------------------- API
@@ -339,12 +272,13 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     tol : float
         Classification tolerance used by early stopping, in (0, 1).
     n_threads : int, optional
-        Threads over stream blocks (default: all cores).  Results do not depend on it.
+        Threads for the compiled loop over trajectories (default: numba's setting, all
+        cores).  Results do not depend on it.
     first_trajectory : int
-        Global index of the first trajectory (a multiple of ``STREAM_BLOCK``), so that
-        workers can each run a slice of one big ensemble with identical bits.
+        Global index of the first trajectory, so that workers can each run a slice of
+        one big ensemble and get the bits of the whole run.
     progress : bool
-        Show a progress bar over stream blocks.
+        Show a progress bar over trajectories.
 
     Returns
     -------
@@ -374,9 +308,6 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     seed = check_int("seed", seed, 0)
     tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
     first_trajectory = check_int("first_trajectory", first_trajectory, 0)
-    if first_trajectory % STREAM_BLOCK:
-        raise ValueError(f"first_trajectory must be a multiple of STREAM_BLOCK={STREAM_BLOCK}; "
-                         f"got {first_trajectory}")
     n_threads = None if n_threads is None else check_int("n_threads", n_threads, 1)
     n_layers = int(round(T * L))
     if abs(T * L - n_layers) > 1e-9 * max(1.0, T * L):
@@ -426,60 +357,73 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         theta_stop, psi_stop = stopping_angles(beta, d, tol=tol, level=stop_level)
         s_stop, c_stop = math.sin(theta_stop / 2.0), math.sin(psi_stop / 2.0)
 
-    cfg = dict(n_tokens=n_tokens, d=d, beta=beta, h=1.0 / math.sqrt(L), inv_l=1.0 / L,
-               sigma=sigma, epsilon=epsilon, model=model, method=method, values=values,
-               softmax=attention == "softmax", B=B_arr, seed=seed, z0=z0, n_layers=n_layers,
-               rec_layers=np.ascontiguousarray(rec_layers[order]), s_stop=s_stop, c_stop=c_stop)
-    first_block = first_trajectory // STREAM_BLOCK
-    blocks = [(first_block + i, min(STREAM_BLOCK, n_traj - i * STREAM_BLOCK))
-              for i in range(-(-n_traj // STREAM_BLOCK))]
-    runner = _simulate_pair_block if method == "overlap_chain" else _simulate_token_block
-
-    def run(item):
-        index, (block, m) = item
-        lo = index * STREAM_BLOCK
-        return runner(cfg, block, m, None if x0_arr is None else x0_arr[lo:lo + m])
-
-    n_workers = n_threads or _cpu_count()
-    items = list(enumerate(blocks))
+    key0, key1 = _rng.stream_keys(seed)
+    rec = np.ascontiguousarray(rec_layers[order])
+    inverse = np.argsort(order, kind="stable")  # back to the caller's order of times
+    softmax = attention == "softmax"
+    h, inv_l = 1.0 / math.sqrt(L), 1.0 / L
+    if n_threads is not None:
+        _att.nb.set_num_threads(min(n_threads, _att.nb.config.NUMBA_NUM_THREADS))
+    # Trajectories run in slices only so that a progress bar can move; the bits do not
+    # depend on the slicing because every trajectory owns its stream.
+    n_slices = 1 if not progress else min(n_traj, 50)
+    bounds = np.linspace(0, n_traj, n_slices + 1).astype(int)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n_traj, desc=f"simulate ({method})", unit="traj")
-    results = []
-    with ThreadPoolExecutor(max_workers=max(1, min(n_workers, len(items)))) as pool:
-        for res, (_, (_, m)) in zip(pool.map(run, items), items):
-            results.append(res)
-            if bar is not None:
-                bar.update(m)
-    if bar is not None:
-        bar.close()
-
-    inverse = np.argsort(order, kind="stable")  # back to the caller's order of times
     data = {}
     if method == "overlap_chain":
-        s = np.concatenate([r["s"] for r in results])
-        c = np.concatenate([r["c"] for r in results])
-        data["gram"] = (("trajectory", "i", "j"), _pair_gram(s, c))
-        data["one_minus_overlap"] = (("trajectory",), 2.0 * s * s)
-        data["one_plus_overlap"] = (("trajectory",), 2.0 * c * c)
-        stopped = np.concatenate([r["stopped_layer"] for r in results])
+        s_out, c_out = np.empty(n_traj), np.empty(n_traj)
+        stopped = np.empty(n_traj, dtype=np.int64)
+        rec_s, rec_c = np.empty((n_traj, rec.size)), np.empty((n_traj, rec.size))
+        if x0_arr is not None:
+            s0 = np.linalg.norm(x0_arr[:, 1] - x0_arr[:, 0], axis=-1) / 2.0
+            c0 = np.linalg.norm(x0_arr[:, 1] + x0_arr[:, 0], axis=-1) / 2.0
+        elif z0 is not None:
+            s0 = np.full(n_traj, math.sqrt((1.0 - z0) / 2.0))
+            c0 = np.full(n_traj, math.sqrt((1.0 + z0) / 2.0))
+        else:
+            s0 = c0 = np.zeros(n_traj)
+        init_mode = 0 if (x0_arr is None and z0 is None) else 1
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            _pair_kernel(key0, key1, first_trajectory + lo, hi - lo, d, n_layers, beta, softmax,
+                         h, sigma, inv_l, epsilon, model == "hybrid", s0[lo:hi], c0[lo:hi],
+                         init_mode, s_stop, c_stop, rec, rec_s[lo:hi], rec_c[lo:hi],
+                         s_out[lo:hi], c_out[lo:hi], stopped[lo:hi])
+            if bar is not None:
+                bar.update(hi - lo)
+        data["gram"] = (("trajectory", "i", "j"), _pair_gram(s_out, c_out))
+        data["one_minus_overlap"] = (("trajectory",), 2.0 * s_out * s_out)
+        data["one_plus_overlap"] = (("trajectory",), 2.0 * c_out * c_out)
         data["stopped_layer"] = (("trajectory",), stopped)
         if times is not None:
-            rs = np.concatenate([r["rec_s"] for r in results])[:, inverse]
-            rc = np.concatenate([r["rec_c"] for r in results])[:, inverse]
+            rs, rc = rec_s[:, inverse], rec_c[:, inverse]
             data["gram_t"] = (("trajectory", "time", "i", "j"), _pair_gram(rs, rc))
             data["one_minus_overlap_t"] = (("trajectory", "time"), 2.0 * rs * rs)
             data["one_plus_overlap_t"] = (("trajectory", "time"), 2.0 * rc * rc)
     else:
-        x = np.concatenate([r["x"] for r in results])
-        data["gram"] = (("trajectory", "i", "j"), np.einsum("tia,tja->tij", x, x))
-        data["tokens"] = (("trajectory", "i", "component"), x)
+        kind = {"literal": 0, "gaussian_dn": 1}[method] if model == "stochastic" else 2
+        x_out = np.empty((n_traj, n_tokens, d))
+        rec_gram = np.empty((n_traj, rec.size, n_tokens, n_tokens))
+        x0_in = (np.ascontiguousarray(x0_arr) if x0_arr is not None
+                 else np.zeros((n_traj, n_tokens, d)))
+        init_mode = 1 if x0_arr is not None else (2 if z0 is not None else 0)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            _tokens_kernel(key0, key1, first_trajectory + lo, hi - lo, n_tokens, d, n_layers,
+                           kind, _LAW_CODES[values], beta, softmax, B_arr, h, sigma, inv_l,
+                           epsilon, x0_in[lo:hi], init_mode, 0.0 if z0 is None else z0, rec,
+                           rec_gram[lo:hi], x_out[lo:hi])
+            if bar is not None:
+                bar.update(hi - lo)
+        data["gram"] = (("trajectory", "i", "j"), np.einsum("tia,tja->tij", x_out, x_out))
+        data["tokens"] = (("trajectory", "i", "component"), x_out)
         if times is not None:
-            data["gram_t"] = (("trajectory", "time", "i", "j"),
-                              np.concatenate([r["rec_gram"] for r in results])[:, inverse])
+            data["gram_t"] = (("trajectory", "time", "i", "j"), rec_gram[:, inverse])
         stopped = np.full(n_traj, -1)
+    if bar is not None:
+        bar.close()
     coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
     if times is not None:
         coords["time"] = times_arr
@@ -504,12 +448,3 @@ def _pair_gram(s, c):
     gram[..., 0, 1] = z
     gram[..., 1, 0] = z
     return gram
-
-
-def _cpu_count():
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1

@@ -1,0 +1,123 @@
+"""Benchmark of the simulators against a plain-numpy reference, in one run.
+
+The reference is written the way a researcher would write it: a batch of
+trajectories, a fresh (batch, d, d) Gaussian draw and a few einsums every layer.
+Every method runs the same workload (same N, d, beta, number of trajectories and
+layers); the table reports trajectory-layers per second and the speed-up over the
+reference measured in this run, so the ratios stay meaningful on a busy machine.
+
+    python benchmarks/bench_simulators.py            # full table (about 2 minutes)
+    python benchmarks/bench_simulators.py --quick    # a smaller workload
+
+The last section projects the cost of the paper-scale Figure 3 sweep (40,000
+trajectories x d = 4..10 x 33 beta values x 50,000 layers) with early stopping, from
+a sample of its cells run in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+
+import numpy as np
+
+from stochastic_transformers import simulate
+
+
+def numpy_reference(n_tokens, d, beta, *, n_traj, n_layers, L, seed=0):
+    """Softmax attention, Gaussian V, batched over trajectories: the baseline."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n_traj, n_tokens, d))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    h = 1.0 / math.sqrt(L)
+    for _ in range(n_layers):
+        logits = beta * np.einsum("bia,bja->bij", x, x)
+        logits -= logits.max(axis=-1, keepdims=True)
+        w = np.exp(logits)
+        w /= w.sum(axis=-1, keepdims=True)
+        a = np.einsum("bij,bja->bia", w, x)
+        v = rng.standard_normal((n_traj, d, d))
+        y = x + h * np.einsum("bac,bic->bia", v, a)
+        x = y / np.linalg.norm(y, axis=-1, keepdims=True)
+    return x
+
+
+def _rate(fn, work, repeat=2):
+    """Best-of-``repeat`` trajectory-layers per second of ``fn()``."""
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return work / best
+
+
+def bench_methods(n_tokens, d, n_traj, n_layers, methods, beta=1.0, L=100):
+    work = n_traj * n_layers
+    rows = [("numpy reference", _rate(lambda: numpy_reference(
+        n_tokens, d, beta, n_traj=n_traj, n_layers=n_layers, L=L), work))]
+    for method in methods:
+        for threads in (1, None):
+            def run():
+                simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=n_layers / L,
+                         method=method, stop_level=0.0, n_threads=threads)
+            run_small = lambda: simulate(n_tokens, d, beta, n_traj=4, L=L, T=1 / L,  # noqa: E731
+                                         method=method, stop_level=0.0)
+            run_small()  # compile outside the timing
+            label = f"{method} ({'1 thread' if threads == 1 else f'{os.cpu_count()} threads'})"
+            rows.append((label, _rate(run, work)))
+    return rows
+
+
+def print_table(title, rows):
+    ref = rows[0][1]
+    print(f"\n{title}")
+    print(f"| method | trajectory-layers / s | speed-up vs numpy |")
+    print(f"|---|---:|---:|")
+    for label, rate in rows:
+        print(f"| {label} | {rate:,.0f} | {rate / ref:.1f}x |")
+
+
+def project_fig3(n_sample=256, seed=0):
+    """Time a sample of paper-scale Figure 3 cells with early stopping; extrapolate."""
+    d_values = range(4, 11)
+    betas = np.linspace(0.0, 4.0, 33)
+    sample = [(d, b) for d in (4, 7, 10) for b in betas[::4]]
+    simulate(2, 4, 1.0, n_traj=4, L=100, T=0.01)  # compile
+    total = 0.0
+    stopped = []
+    start_all = time.perf_counter()
+    for d, beta in sample:
+        start = time.perf_counter()
+        ds = simulate(2, d, beta, n_traj=n_sample, L=100, T=500, seed=seed)
+        total += time.perf_counter() - start
+        stopped.append(ds.attrs["stopped_fraction"])
+    per_traj = total / (len(sample) * n_sample)
+    n_total = 40_000 * len(d_values) * len(betas)
+    print(f"\nPaper-scale Figure 3 projection ({len(sample)} sampled cells x {n_sample} "
+          f"trajectories, all threads, {time.perf_counter() - start_all:.0f} s):")
+    print(f"  mean cost per trajectory (50,000 layers, early stopping at 1e-6): "
+          f"{per_traj * 1e3:.3f} ms; stopped fraction {np.mean(stopped):.3f} "
+          f"(min {np.min(stopped):.3f})")
+    print(f"  projected for {n_total:,} trajectories: {per_traj * n_total / 60:.1f} minutes")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller workloads")
+    parser.add_argument("--skip-projection", action="store_true")
+    args = parser.parse_args()
+    n_traj, n_layers = (512, 200) if args.quick else (2048, 500)
+    for d in (4, 10):
+        print_table(f"N = 2, d = {d}, softmax, beta = 1, {n_traj} trajectories x {n_layers} layers",
+                    bench_methods(2, d, n_traj, n_layers, ["literal", "gaussian_dn", "overlap_chain"]))
+    print_table(f"N = 3, d = 4, softmax, beta = 1, {n_traj} trajectories x {n_layers} layers",
+                bench_methods(3, 4, n_traj, n_layers, ["literal", "gaussian_dn"]))
+    if not args.skip_projection:
+        project_fig3(n_sample=64 if args.quick else 256)
+
+
+if __name__ == "__main__":
+    main()
