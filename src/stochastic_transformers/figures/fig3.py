@@ -1,0 +1,167 @@
+r"""Figure 3: the two-token phase transition of Theorem 2.
+
+Two tokens, Gaussian values, :math:`B = I`.  The limit overlap diffusion always
+attracts to +1 (one cluster) and attracts to -1 (an antipodal pair) iff
+:math:`d - 2 < \cosh 2\beta`, i.e. :math:`\beta > \beta_c(d) = \tfrac12\operatorname{arccosh}(d-2)`.
+The paper draws the simulated :math:`P(\text{antipodal at } T)` for d = 4..10 and
+marks :math:`\beta_c(d)`; we also draw the exact limit curve
+:func:`stochastic_transformers.theory.antipodal_probability` and measure the
+deviation of every simulated point from it in standard errors.
+
+Attention is softmax by default (the paper does not say; SA and USA share the scale
+function, hence the same limit curve, and with SA the steps of L = 100 stay small at
+every beta).  Each cell uses the exact overlap chain with early stopping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .. import simulate, theory
+from ..classification import outcome_counts
+from ..stats import wilson_interval
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, committed_result, default_scheduler, resolve_scale
+
+ID = "fig3"
+DESCRIPTION = "two tokens: P(antipodal) vs beta for d = 4..10, with the exact limit curve (Theorem 2)"
+
+SCALES = {
+    "smoke": dict(d=(4, 6), betas=tuple(np.linspace(0.0, 3.0, 5)), n_traj=200, L=50, T=100.0,
+                  attention="softmax", tol=1e-3, stop_level=1e-6, seed=0),
+    "quick": dict(d=tuple(range(4, 11)), betas=tuple(np.linspace(0.0, 4.0, 17)), n_traj=4000,
+                  L=100, T=500.0, attention="softmax", tol=1e-3, stop_level=1e-6, seed=0),
+    "paper": dict(d=tuple(range(4, 11)), betas=tuple(np.linspace(0.0, 4.0, 33)), n_traj=40_000,
+                  L=100, T=500.0, attention="softmax", tol=1e-3, stop_level=1e-6, seed=0),
+}
+
+
+def cell(*, d, beta, n_traj, L, T, attention, tol, stop_level, seed):
+    """One (d, beta) point: outcome counts of ``n_traj`` two-token trajectories at T."""
+    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
+                  tol=tol, stop_level=stop_level, n_threads=cell_threads())
+    counts = outcome_counts(ds, tol=tol)
+    stopped = ds.stopped_layer.values
+    layers = np.where(stopped >= 0, stopped, ds.attrs["n_layers"])
+    return {"n_single": counts["single"], "n_antipodal": counts["antipodal"],
+            "n_unclustered": counts["unclustered"], "n_stopped": int(np.sum(stopped >= 0)),
+            "mean_layers": float(layers.mean()), "n_traj": n_traj}
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (d, beta) sweep and attach the exact limit curve.
+
+    Returns a dataset with ``p_antipodal(d, beta)`` and its Wilson 95% band
+    (``p_antipodal_low``, ``p_antipodal_high``), ``p_single``, ``p_unclustered``,
+    ``p_theory(d, beta)``, the curve ``p_theory_fine(d, beta_fine)``,
+    ``beta_c(d)``, ``z_score(d, beta)`` (deviation from theory in standard errors)
+    and ``n_traj``.
+    """
+    knobs = resolve_scale(SCALES, scale, overrides)
+    for name in ("d", "betas"):
+        if len(knobs[name]) == 0:
+            raise ValueError(f"{name} must hold at least one value")
+    if min(knobs["d"]) < 2:
+        raise ValueError(f"d must hold integers >= 2; got {knobs['d']}")
+    if min(knobs["betas"]) < 0:
+        raise ValueError(f"betas must be >= 0; got {knobs['betas']}")
+    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "attention", "tol", "stop_level")}
+    ds = run_sweep(cell, {"d": [int(x) for x in knobs["d"]],
+                          "beta": [float(b) for b in knobs["betas"]]},
+                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
+                   scheduler=default_scheduler(scale, scheduler), progress=progress)
+    return finish(ds, scale)
+
+
+def finish(ds, scale):
+    """Fractions, intervals, theory and agreement statistics from the raw counts."""
+    for outcome in ("antipodal", "single", "unclustered"):
+        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    d_vals, betas = ds.d.values, ds.beta.values
+    ds["p_theory"] = (("d", "beta"), np.array([[float(theory.antipodal_probability(b, d))
+                                                for b in betas] for d in d_vals]))
+    beta_fine = np.linspace(betas.min(), betas.max(), 241)
+    ds = ds.assign_coords(beta_fine=beta_fine)
+    ds["p_theory_fine"] = (("d", "beta_fine"), np.array(
+        [np.asarray(theory.antipodal_probability(beta_fine, d), dtype=float) for d in d_vals]))
+    ds["beta_c"] = (("d",), np.array([theory.critical_beta(d) for d in d_vals], dtype=float))
+    ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory)
+    ds.attrs.update(scale=scale, figure=ID, attention_note="softmax; SA and USA share the limit curve")
+    return ds
+
+
+def agreement_z(count, n, p_theory):
+    """(p_hat - p) / se, with se from the Wilson 95% interval (finite even at p = 0 or 1)."""
+    lo, hi = wilson_interval(np.asarray(count), np.asarray(n))
+    p_hat = np.asarray(count) / np.asarray(n)
+    se = (hi - lo) / (2 * 1.959963984540054)
+    return xr.DataArray((p_hat - np.asarray(p_theory)) / se, dims=count.dims, coords=count.coords)
+
+
+def load_paper_result():
+    """The committed paper-scale result (results/fig3_paper.nc), or None."""
+    path = committed_result(ID, "paper")
+    if path is None:
+        return None
+    with xr.open_dataset(path) as ds:
+        return ds.load()
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes: largest deviation and where, share within 2 and 3 SE."""
+    z = ds.z_score
+    where = z.where(np.abs(z) == np.abs(z).max(), drop=True)
+    # Points where theory and simulation are both exactly 0 agree trivially; the shares
+    # and the mean deviation are over the others.
+    informative = ((ds.p_theory > 0) | (ds.n_antipodal > 0)).values
+    zi = z.values[informative]
+    return {
+        "max_abs_z": float(np.abs(z).max()),
+        "max_at_d": int(where.d.values[0]),
+        "max_at_beta": float(where.beta.values[0]),
+        "share_within_2se": float((np.abs(zi) <= 2).mean()),
+        "share_within_3se": float((np.abs(zi) <= 3).mean()),
+        "mean_z": float(zi.mean()),
+        "n_informative": int(informative.sum()),
+        "n_points": int(z.size),
+        "n_traj": int(ds.n_traj.values.max()),
+        "mean_layers": float(ds.mean_layers.mean()),
+        "stopped_fraction": float((ds.n_stopped / ds.n_traj).mean()),
+    }
+
+
+def plot(ds):
+    """P(antipodal) vs beta, one colour per d: points with 95% bands, exact curve, beta_c."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    d_vals = ds.d.values
+    colours = palette(len(d_vals))
+    fig, (ax, axz) = plt.subplots(2, 1, figsize=(7.2, 6.4), sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 1.2]})
+    for colour, d in zip(colours, d_vals):
+        sub = ds.sel(d=d)
+        p = sub.p_antipodal.values
+        err = np.vstack([p - sub.p_antipodal_low.values, sub.p_antipodal_high.values - p])
+        ax.errorbar(sub.beta, p, yerr=err, fmt="o", ms=3.5, color=colour, capsize=2, lw=1,
+                    label=f"d = {d}")
+        ax.plot(ds.beta_fine, sub.p_theory_fine, color=colour, lw=1.3)
+        ax.axvline(float(sub.beta_c), color=colour, ls="--", lw=1, alpha=0.8)
+        axz.plot(sub.beta, sub.z_score, "o-", ms=3, lw=0.8, color=colour)
+    ax.plot([], [], color="0.3", lw=1.3, label="exact limit curve")
+    ax.plot([], [], color="0.3", ls="--", lw=1, label=r"$\beta_c(d)$")
+    ax.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
+    n = int(ds.n_traj.values.max())
+    ax.set_title(f"Two tokens: the phase transition (N = 2, L = {ds.attrs.get('fixed_L', '?')}, "
+                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}, {n:,} trajectories per point)",
+                 fontsize=10)
+    ax.legend(ncol=3, fontsize=8, loc="upper left")
+    ax.set_ylim(-0.01, max(0.45, float(ds.p_antipodal_high.max()) + 0.03))
+    axz.axhspan(-2, 2, color="0.9", zorder=0)
+    axz.axhline(0, color="0.4", lw=0.8)
+    axz.set_ylabel("(sim - theory) / se", fontsize=9)
+    axz.set_xlabel(r"$\beta$")
+    fig.tight_layout()
+    return fig
