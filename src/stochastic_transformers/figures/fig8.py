@@ -1,0 +1,319 @@
+r"""Figure 8 (appendix D.1): the two-token transition against the time horizon.
+
+Two tokens, Gaussian values, :math:`B = I`, the setting of Figure 3.  Theorem 2 says
+where the overlap :math:`Z_t = \langle Y^1_t, Y^2_t\rangle` of the limit diffusion can
+end: +1 (one cluster) always attracts, and -1 (an antipodal pair) attracts iff
+:math:`d - 2 < \cosh 2\beta`, i.e. :math:`\beta > \beta_c(d) = \tfrac12\operatorname{arccosh}(d-2)`.
+Over the dimensions :math:`d = 4, \dots, 10` of Figure 3 this gives three regimes:
+
+I.   :math:`\beta < \beta_c(4)`: only the single cluster attracts, for every d;
+II.  :math:`\beta_c(4) < \beta < \beta_c(10)`: the antipodal pair attracts for some d only;
+III. :math:`\beta > \beta_c(10)`: the antipodal pair attracts for every d.
+
+(The paper words them "two-token clustering possible for all d / for some d / for all d
+again"; for the antipodal outcome the first regime is "for no d".)  For one beta in each
+regime and every d, one run that records the overlap on a log-spaced time grid gives the
+fraction of trajectories not yet clustered, ending in one cluster, and ending antipodal,
+at every horizon :math:`t \le T` at once.  The long-time limit of the antipodal fraction
+is the exact scale-function probability
+:func:`stochastic_transformers.theory.antipodal_probability`.
+
+A pair is classified at each recorded time with the tolerance of the paper
+(:math:`10^{-3}`, see :mod:`stochastic_transformers.classification`), from the gaps
+:math:`1 \mp Z` that the exact overlap chain keeps at full precision.  Early stopping
+is off (it is always off when times are recorded), so every trajectory runs the full
+:math:`LT` layers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import simulate, theory
+from .._validation import check_choice, check_int, check_real
+from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
+from ..simulate import ATTENTIONS
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, default_scheduler, resolve_scale
+
+ID = "fig8"
+DESCRIPTION = ("two tokens: fractions unclustered / single / antipodal vs the time horizon, "
+               "one beta per regime (App. D.1)")
+
+#: beta of each regime for d = 4..10: 0.25 < beta_c(4) = 0.658; beta_c(7) = 1.146 < 1.2 <
+#: beta_c(8) = 1.239 (antipodal attracting for d = 4..7 only); 3.0 > beta_c(10) = 1.384.
+BETAS = (0.25, 1.2, 3.0)
+
+SCALES = {
+    "smoke": dict(betas=BETAS, d=(4, 8), n_traj=100, L=20, T=20.0, n_times=25,
+                  attention="softmax", tol=1e-3, seed=0),
+    "quick": dict(betas=BETAS, d=tuple(range(4, 11)), n_traj=1000, L=100, T=100.0, n_times=60,
+                  attention="softmax", tol=1e-3, seed=0),
+    "paper": dict(betas=BETAS, d=tuple(range(4, 11)), n_traj=2000, L=100, T=200.0, n_times=80,
+                  attention="softmax", tol=1e-3, seed=0),
+}
+
+#: A (beta, d) point counts as settled once the unclustered fraction stays at or below this.
+SETTLE_LEVEL = 0.01
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def log_time_grid(T, L, n_times):
+    r"""Recording times: 0, then about ``n_times - 1`` log-spaced times from one layer to T.
+
+    Every time is a whole number of layers (a multiple of :math:`1/L`); duplicates that the
+    rounding creates at small times are dropped, so the grid may be a little shorter than
+    ``n_times``.  The last time is exactly ``T``.
+    """
+    T = check_real("T", T, 0.0, strict_min=True)
+    L = check_int("L", L, 1)
+    n_times = check_int("n_times", n_times, 2)
+    n_layers = int(round(T * L))
+    if n_layers < 1 or abs(T * L - n_layers) > 1e-9 * max(1.0, T * L):
+        raise ValueError(f"T * L must be a whole number of layers >= 1; got T={T}, L={L}")
+    layers = np.rint(np.logspace(0.0, math.log10(n_layers), n_times - 1)).astype(np.int64)
+    layers = np.unique(np.concatenate([[0], layers, [n_layers]]))
+    return layers / L
+
+
+def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
+    """First recorded time from which the unclustered fraction stays at or below ``level``.
+
+    ``p_unclustered`` has time as its last axis; the result has the leading shape, with
+    ``inf`` where the fraction is above ``level`` at the last recorded time.
+    """
+    level = check_real("level", level, 0.0, 1.0)
+    p = np.asarray(p_unclustered, dtype=float)
+    times = np.asarray(times, dtype=float)
+    if p.shape[-1:] != times.shape:
+        raise ValueError(f"p_unclustered must have the time axis last ({times.size} times); "
+                         f"got shape {p.shape}")
+    above = p > level
+    # index of the last time above the level, -1 if never above
+    last_above = np.where(above.any(axis=-1),
+                          above.shape[-1] - 1 - np.argmax(above[..., ::-1], axis=-1), -1)
+    out = np.full(p.shape[:-1], np.inf)
+    ok = last_above < times.size - 1
+    out[ok] = times[(last_above + 1)[ok]]
+    return out if out.ndim else float(out)
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+def cell(*, beta, d, n_traj, L, T, n_times, attention, tol, seed):
+    """One (beta, d) point: counts of each two-token outcome at every recorded time."""
+    times = log_time_grid(T, L, n_times)
+    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
+                  times=times, tol=tol, n_threads=cell_threads())
+    codes = two_token_outcome(ds.one_minus_overlap_t.values, ds.one_plus_overlap_t.values,
+                              tol=tol)  # (trajectory, time)
+    return {"n_single": np.sum(codes == SINGLE, axis=0),
+            "n_antipodal": np.sum(codes == ANTIPODAL, axis=0),
+            "n_unclustered": np.sum(codes == UNCLUSTERED, axis=0),
+            "n_traj": n_traj}
+
+
+def _check_knobs(knobs):
+    for name in ("betas", "d"):
+        if len(knobs[name]) == 0:
+            raise ValueError(f"{name} must hold at least one value")
+    if any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) or x < 2
+           for x in knobs["d"]):
+        raise ValueError(f"d must hold integers >= 2; got {knobs['d']}")
+    for b in knobs["betas"]:
+        check_real("betas", b, 0.0)
+    check_int("n_traj", knobs["n_traj"], 1)
+    check_int("seed", knobs["seed"], 0)
+    check_choice("attention", knobs["attention"], ATTENTIONS)
+    check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
+    log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])  # checks T, L, n_times
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (beta, d) sweep with recorded times and attach the long-time theory.
+
+    Returns a dataset with, over ``(beta, d, time)``, ``p_unclustered``, ``p_single`` and
+    ``p_antipodal`` with their Wilson 95% bands (``*_low``, ``*_high``) and the counts
+    ``n_*``; ``p_antipodal_limit(beta, d)`` (the exact long-time probability),
+    ``beta_c(d)``, ``antipodal_attracting(beta, d)``, ``n_attracting(beta)`` (how many of
+    the d's have an attracting antipodal pair), ``settle_time(beta, d)`` (see
+    :func:`settle_time`), ``t_half(beta, d)`` (from when at most half the pairs are
+    unclustered), ``z_final(beta, d)`` (deviation of ``p_antipodal`` at T from
+    the limit, in standard errors) and ``late_change(beta, d)`` (``p_antipodal`` at T
+    minus at the recorded time nearest T/10).
+    """
+    knobs = resolve_scale(SCALES, scale, overrides)
+    _check_knobs(knobs)
+    times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])
+    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "n_times", "attention", "tol")}
+    outputs = ("n_single", "n_antipodal", "n_unclustered")
+    ds = run_sweep(cell, {"beta": [float(b) for b in knobs["betas"]],
+                          "d": [int(x) for x in knobs["d"]]},
+                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
+                   scheduler=default_scheduler(scale, scheduler), progress=progress,
+                   output_dims={k: ("time",) for k in outputs}, output_coords={"time": times})
+    return finish(ds, scale)
+
+
+def finish(ds, scale):
+    """Fractions, Wilson bands, theory and the horizon statistics from the raw counts."""
+    from .fig3 import agreement_z
+
+    for outcome in ("unclustered", "single", "antipodal"):
+        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    betas, d_vals, times = ds.beta.values, ds.d.values, ds.time.values
+    ds["p_antipodal_limit"] = (("beta", "d"), np.array(
+        [[float(theory.antipodal_probability(b, int(d))) for d in d_vals] for b in betas]))
+    ds["beta_c"] = (("d",), np.array([theory.critical_beta(int(d)) for d in d_vals], dtype=float))
+    ds["antipodal_attracting"] = (("beta", "d"), np.array(
+        [[bool(theory.antipodal_attracting(b, int(d))) for d in d_vals] for b in betas]))
+    ds["n_attracting"] = ds.antipodal_attracting.sum("d")
+    ds["settle_time"] = (("beta", "d"), settle_time(ds.p_unclustered.values, times))
+    ds["t_half"] = (("beta", "d"), settle_time(ds.p_unclustered.values, times, 0.5))
+    final = ds.isel(time=-1)
+    ds["z_final"] = agreement_z(final.n_antipodal, final.n_traj, ds.p_antipodal_limit)
+    i_ref = int(np.argmin(np.abs(times - times[-1] / 10.0)))
+    ds["late_change"] = final.p_antipodal - ds.p_antipodal.isel(time=i_ref)
+    ds.attrs.update(scale=scale, figure=ID, settle_level=SETTLE_LEVEL,
+                    late_change_from=float(times[i_ref]))
+    return ds
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes (per beta and overall)."""
+    times = ds.time.values
+    T = float(times[-1])
+    per_beta = {}
+    for b in ds.beta.values:
+        sub = ds.sel(beta=b)
+        settle = sub.settle_time.values
+        per_beta[float(b)] = {
+            "n_attracting": int(sub.n_attracting),
+            "attracting_d": [int(d) for d in sub.d.values[sub.antipodal_attracting.values]],
+            "max_settle": float(np.max(settle)),
+            "max_settle_d": int(sub.d.values[int(np.argmax(settle))]),
+            "p_antipodal_T": {int(d): float(v) for d, v in zip(sub.d.values,
+                                                               sub.p_antipodal.values[:, -1])},
+            "p_limit": {int(d): float(v) for d, v in zip(sub.d.values,
+                                                         sub.p_antipodal_limit.values)},
+            "max_abs_z": float(np.max(np.abs(sub.z_final.values))),
+            "max_abs_late_change": float(np.max(np.abs(sub.late_change.values))),
+        }
+    z = np.abs(ds.z_final.values)
+    worst = np.unravel_index(int(np.argmax(z)), z.shape)
+    # antipodal pairs counted where -1 does not attract: transient visits near -1
+    repelling = ~ds.antipodal_attracting.values
+    p_a = ds.p_antipodal.values
+    transient = {"max": 0.0, "beta": float("nan"), "d": -1, "time": float("nan"),
+                 "at_T": 0.0, "n_points": int(repelling.sum())}
+    if repelling.any():
+        peak = np.where(repelling[..., None], p_a, -1.0)
+        ib, idd, it = np.unravel_index(int(np.argmax(peak)), peak.shape)
+        transient.update(max=float(p_a[ib, idd, it]), beta=float(ds.beta.values[ib]),
+                         d=int(ds.d.values[idd]), time=float(times[it]),
+                         at_T=float(np.max(np.where(repelling, p_a[..., -1], 0.0))))
+    t_half = ds.t_half.values
+    faster_with_d = [bool(np.all(np.diff(row) <= 0)) for row in t_half]
+    slowest = np.unravel_index(int(np.argmax(ds.settle_time.values)), z.shape)
+    return {
+        "transient_antipodal": transient,
+        "t_half_decreasing_in_d": faster_with_d,
+        "t_half_range": (float(np.min(t_half)), float(np.max(t_half))),
+        "slowest_beta": float(ds.beta.values[slowest[0]]),
+        "slowest_d": int(ds.d.values[slowest[1]]),
+        "T": T,
+        "n_traj": int(ds.n_traj.values.max()),
+        "n_points": int(z.size),
+        "per_beta": per_beta,
+        "max_abs_z": float(z.max()),
+        "max_z_beta": float(ds.beta.values[worst[0]]),
+        "max_z_d": int(ds.d.values[worst[1]]),
+        "share_within_2se": float((z <= 2).mean()),
+        "max_abs_late_change": float(np.max(np.abs(ds.late_change.values))),
+        "late_change_from": float(ds.attrs["late_change_from"]),
+        "n_settled": int(np.sum(np.isfinite(ds.settle_time.values))),
+        "max_settle": float(np.max(ds.settle_time.values)),
+        "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
+        "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))),
+    }
+
+
+def work(ds_or_knobs) -> float:
+    """Trajectory-layers a run costs: n_traj * L * T * (number of (beta, d) points)."""
+    if isinstance(ds_or_knobs, dict):
+        k = ds_or_knobs
+        return float(k["n_traj"] * k["L"] * k["T"] * len(k["betas"]) * len(k["d"]))
+    ds = ds_or_knobs
+    return float(ds.n_traj.values.sum() * ds.attrs["fixed_L"] * ds.attrs["fixed_T"])
+
+
+def projected_cost(ds, scale="paper") -> float:
+    """Core-seconds a run at ``scale`` would take, scaled from this run's measured cell time."""
+    return float(ds.attrs["cell_time_s"]) / work(ds) * work(SCALES[scale])
+
+
+# ----------------------------------------------------------------------------- plot
+
+def plot(ds):
+    """Three rows (not yet clustered, single cluster, antipodal) x one column per beta."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    betas, d_vals = ds.beta.values, ds.d.values
+    t = ds.time.values
+    shown = t > 0  # log time axis
+    colours = palette(len(d_vals))
+    rows = (("unclustered", "not yet clustered"), ("single", "single cluster"),
+            ("antipodal", "antipodal pair"))
+    fig, axes = plt.subplots(3, len(betas), figsize=(3.9 * len(betas) + 1.0, 8.6),
+                             sharex=True, sharey="row", squeeze=False)
+    for col, b in enumerate(betas):
+        sub = ds.sel(beta=b)
+        n_att = int(sub.n_attracting)
+        regime = ("-1 attracts for no d" if n_att == 0 else
+                  "-1 attracts for every d" if n_att == len(d_vals) else
+                  f"-1 attracts for d = {', '.join(str(int(x)) for x in d_vals[sub.antipodal_attracting.values])}")
+        axes[0, col].set_title(rf"$\beta$ = {b:g}: {regime}", fontsize=9.5)
+        for row, (name, label) in enumerate(rows):
+            ax = axes[row, col]
+            for colour, d in zip(colours, d_vals):
+                s = sub.sel(d=d)
+                ax.fill_between(t[shown], s[f"p_{name}_low"].values[shown],
+                                s[f"p_{name}_high"].values[shown], color=colour, alpha=0.2, lw=0)
+                ax.plot(t[shown], s[f"p_{name}"].values[shown], color=colour, lw=1.3,
+                        label=f"d = {int(d)}")
+                limit = None
+                if name == "antipodal":
+                    limit = float(s.p_antipodal_limit)
+                elif name == "single":
+                    limit = 1.0 - float(s.p_antipodal_limit)
+                if limit is not None:
+                    ax.axhline(limit, color=colour, ls=":", lw=1.1)
+            ax.set_xscale("log")
+            if col == 0:
+                ax.set_ylabel(f"fraction {label}")
+            if row == 2:
+                ax.set_xlabel("time horizon t (= layers / L)")
+    axes[2, 0].plot([], [], color="0.3", ls=":", lw=1.1, label="long-time limit (theory)")
+    handles, labels = axes[2, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(handles), fontsize=8.5,
+               frameon=False)
+    # nothing happens in the first tenth of a time unit (every pair is still unclustered)
+    axes[2, 0].set_xlim(max(0.1, float(t[shown][0])), float(t[-1]) * 1.15)
+    for ax in axes[0]:
+        ax.set_ylim(-0.02, 1.02)
+    for ax in axes[1]:
+        ax.set_ylim(-0.02, 1.02)
+    top = max(0.05, float(ds.p_antipodal_high.max()), float(ds.p_antipodal_limit.max()))
+    for ax in axes[2]:
+        ax.set_ylim(-0.01, min(1.0, 1.1 * top + 0.01))
+    n = int(ds.n_traj.values.max())
+    fig.suptitle(f"Two tokens across time horizons (N = 2, {ds.attrs.get('fixed_attention', '')} "
+                 f"attention, L = {ds.attrs.get('fixed_L', '?')}, T = {ds.attrs.get('fixed_T', '?')}, "
+                 f"{n:,} trajectories per point; bands: Wilson 95%)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig

@@ -1,0 +1,356 @@
+r"""Figure 9 (appendix D.2): convergence speed, stochastic model against the deterministic flow.
+
+N tokens on :math:`S^{d-1}` (default N = 8, d = 4), softmax attention, :math:`B = Q^\top K = I`.
+Two dynamics start from the **same** initial tokens (i.i.d. uniform on the sphere):
+
+* the *deterministic* attention flow, the hybrid model (paper eq. 7) with
+  :math:`\varepsilon = 0`: :math:`X^i_{n+1} = \operatorname{normalize}(X^i_n + L^{-1} A_\beta(X^i_n, X_n))`,
+  Euler steps of :math:`\dot x_i = P_{x_i}[A_\beta(x_i, X)]`;
+* the *stochastic* model (paper eq. 4): a fresh Gaussian value matrix per layer, shared by
+  all tokens, :math:`X^i_{n+1} = \operatorname{normalize}(X^i_n + L^{-1/2} V_{n+1} A_\beta(X^i_n, X_n))`.
+
+The paper (appendix D.2) reports that at small beta both converge at comparable rates,
+while at large beta the deterministic flow is metastable (it lingers in configurations of
+several clusters, in the sense of Geshkovski et al. 2024) and the stochastic model is not.
+
+Metrics, all computed from the Gram matrix :math:`G_{ij} = \langle x_i, x_j\rangle` at each
+recorded time (a log-spaced grid, :func:`stochastic_transformers.figures.fig8.log_time_grid`):
+
+``gap``
+    the *clustering gap* :math:`\delta(X) = \max_{i<j}\min(1 - G_{ij}, 1 + G_{ij})`: how far
+    the worst pair is from being together or antipodal.  The configuration is clustered
+    at tolerance ``tol`` (paper :math:`10^{-3}`) iff :math:`\delta \le` ``tol``, and
+    :math:`\delta = 0` exactly when every pair is equal or opposite, i.e. every token is
+    :math:`\pm v` for one direction v (one cluster, or an antipodal pair of clusters).
+``n_clusters``
+    the number of groups of tokens, i.e. connected components of the graph
+    "together at ``tol``" (:func:`stochastic_transformers.classification.n_clusters`);
+    an antipodal pair of clusters counts 2.  A metastable state of the deterministic
+    flow shows as a long run of constant ``n_clusters`` between 2 and N - 1 while the
+    configuration is not clustered.
+``clustered``, ``p_clustered``
+    clustered or not, and the fraction of trajectories clustered (Wilson 95% band).
+``t_clustered``
+    first recorded time a trajectory is clustered (``inf`` if not within T).
+``longest_plateau``
+    the longest stretch of recorded time a trajectory spends in one intermediate state
+    (constant ``n_clusters`` in [2, N - 1], not clustered): the metastability measure
+    (:func:`longest_plateau`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import simulate
+from .._validation import check_choice, check_int, check_real
+from ..classification import has_antipodal_pair, is_clustered, n_clusters
+from ..simulate import ATTENTIONS
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, default_scheduler, resolve_scale
+from .fig8 import log_time_grid
+
+ID = "fig9"
+DESCRIPTION = ("N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
+               "small and large beta (App. D.2)")
+
+#: Model labels, in the order of the ``model`` dimension.
+MODELS = ("deterministic", "stochastic")
+
+SCALES = {
+    "smoke": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=8, block_size=4, L=20, T=20.0,
+                  n_times=25, attention="softmax", tol=1e-3, seed=0),
+    "quick": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=64, block_size=16, L=100, T=500.0,
+                  n_times=80, attention="softmax", tol=1e-3, seed=0),
+    "paper": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=1000, block_size=50, L=100,
+                  T=1000.0, n_times=100, attention="softmax", tol=1e-3, seed=0),
+}
+
+#: Trajectories drawn as thin lines, per model and beta.
+N_SHOW = 12
+#: Floor of the gap on the log axis (double precision resolves overlaps to ~1e-16).
+GAP_FLOOR = 1e-16
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def clustering_gap(gram):
+    r"""The clustering gap :math:`\max_{i<j}\min(1 - G_{ij}, 1 + G_{ij})` of Gram arrays.
+
+    ``gram`` has shape (..., N, N), N >= 2; the result has the leading shape.  It is 0
+    exactly on clustered configurations (every pair together or antipodal), at most 1
+    (an orthogonal pair), and the configuration is clustered at tolerance ``tol`` iff it
+    is <= ``tol``.  Rounding can push an overlap a hair past +-1; the gap is clipped at 0.
+    """
+    gram = np.asarray(gram, dtype=float)
+    if gram.ndim < 2 or gram.shape[-1] != gram.shape[-2] or gram.shape[-1] < 2:
+        raise ValueError(f"gram must have shape (..., N, N) with N >= 2; got {gram.shape}")
+    i, j = np.triu_indices(gram.shape[-1], 1)
+    z = gram[..., i, j]
+    return np.maximum(np.max(np.minimum(1.0 - z, 1.0 + z), axis=-1), 0.0)
+
+
+def first_time(mask, times):
+    """First recorded time where ``mask`` (time last) is True; ``inf`` where never."""
+    mask = np.asarray(mask, dtype=bool)
+    times = np.asarray(times, dtype=float)
+    if mask.shape[-1:] != times.shape:
+        raise ValueError(f"mask must have the time axis last ({times.size} times); "
+                         f"got shape {mask.shape}")
+    out = np.where(mask.any(axis=-1), times[np.argmax(mask, axis=-1)], np.inf)
+    return out if out.ndim else float(out)
+
+
+def longest_plateau(counts, clustered, times, n_tokens):
+    """Longest time spent in one intermediate state, per trajectory (time last).
+
+    An intermediate state is a maximal run of recorded times over which the number of
+    groups ``counts`` is constant, between 2 and ``n_tokens - 1``, and the configuration
+    is not ``clustered``.  Its length is the time between its first and last recorded
+    times (a lower bound on the true stay).  0 where there is no such state.
+    """
+    counts = np.asarray(counts)
+    clustered = np.asarray(clustered, dtype=bool)
+    times = np.asarray(times, dtype=float)
+    n_tokens = check_int("n_tokens", n_tokens, 2)
+    if counts.shape != clustered.shape or counts.shape[-1:] != times.shape:
+        raise ValueError("counts and clustered must have one shape, with the time axis last "
+                         f"({times.size} times); got {counts.shape} and {clustered.shape}")
+    inter = (counts >= 2) & (counts < n_tokens) & ~clustered
+    lead = counts.shape[:-1]
+    best = np.zeros(lead)
+    start = np.full(lead, np.nan)
+    prev = np.full(lead, -1, dtype=np.int64)
+    for s in range(times.size):
+        k, ok = counts[..., s], inter[..., s]
+        new_run = ok & ((k != prev) | np.isnan(start))
+        start = np.where(new_run, times[s], start)
+        start = np.where(ok, start, np.nan)
+        best = np.maximum(best, np.where(ok, times[s] - np.where(ok, start, 0.0), 0.0))
+        prev = np.where(ok, k, -1)
+    return best if best.ndim else float(best)
+
+
+def initial_tokens(seed, n_traj, n_tokens, d):
+    """``n_traj`` configurations of i.i.d. uniform tokens on the sphere (from ``seed``)."""
+    x = np.random.default_rng(seed).standard_normal((n_traj, n_tokens, d))
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+def cell(*, beta, block, block_size, n_tokens, d, L, T, n_times, attention, tol, seed):
+    """One block of ``block_size`` initial configurations at one beta, run by both models.
+
+    Returns arrays (model, member, time) of the clustering gap, the number of groups,
+    whether the configuration is clustered, and whether it has an antipodal pair.
+    """
+    times = log_time_grid(T, L, n_times)
+    x0 = initial_tokens(seed, block_size, n_tokens, d)
+    out = {"gap": [], "n_clusters": [], "clustered": [], "antipodal_pair": []}
+    for model in MODELS:
+        kwargs = (dict(model="hybrid", epsilon=0.0) if model == "deterministic"
+                  else dict(model="stochastic"))
+        ds = simulate(n_tokens, d, beta, n_traj=block_size, L=L, T=T, attention=attention,
+                      seed=seed, times=times, x0=x0, n_threads=cell_threads(), **kwargs)
+        g = ds.gram_t.values  # (member, time, N, N)
+        out["gap"].append(clustering_gap(g))
+        out["n_clusters"].append(n_clusters(g, tol).astype(np.int16))
+        out["clustered"].append(is_clustered(g, tol))
+        out["antipodal_pair"].append(has_antipodal_pair(g, tol))
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def _check_knobs(knobs):
+    if len(knobs["betas"]) == 0:
+        raise ValueError("betas must hold at least one value")
+    for b in knobs["betas"]:
+        check_real("betas", b, 0.0)
+    check_int("n_tokens", knobs["n_tokens"], 3)
+    check_int("d", knobs["d"], 2)
+    n_traj = check_int("n_traj", knobs["n_traj"], 1)
+    block = check_int("block_size", knobs["block_size"], 1)
+    if n_traj % block:
+        raise ValueError(f"block_size must divide n_traj; got block_size={block}, "
+                         f"n_traj={n_traj}")
+    check_int("seed", knobs["seed"], 0)
+    check_choice("attention", knobs["attention"], ATTENTIONS)
+    check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
+    log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])  # checks T, L, n_times
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run both models over (beta, block of trajectories) and gather the metrics.
+
+    Returns a dataset with dimensions ``model`` (deterministic, stochastic), ``beta``,
+    ``trajectory`` and ``time``: per trajectory ``gap``, ``n_clusters``, ``clustered``,
+    ``antipodal_pair`` (over time), ``t_clustered`` and ``longest_plateau``; per
+    (model, beta, time) ``p_clustered`` with its Wilson band, ``p_antipodal_pair``
+    (likewise), ``median_gap``, ``gap_q25``, ``gap_q75`` and ``mean_n_clusters``.
+    Trajectory k starts from the same tokens in both models.
+    """
+    knobs = resolve_scale(SCALES, scale, overrides)
+    _check_knobs(knobs)
+    times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])
+    n_blocks = knobs["n_traj"] // knobs["block_size"]
+    fixed = {k: knobs[k] for k in ("block_size", "n_tokens", "d", "L", "T", "n_times",
+                                   "attention", "tol")}
+    outs = ("gap", "n_clusters", "clustered", "antipodal_pair")
+    raw = run_sweep(cell, {"beta": [float(b) for b in knobs["betas"]],
+                           "block": list(range(n_blocks))},
+                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
+                    scheduler=default_scheduler(scale, scheduler), progress=progress,
+                    output_dims={k: ("model", "member", "time") for k in outs},
+                    output_coords={"model": list(MODELS), "time": times})
+    return finish(raw, scale)
+
+
+def finish(raw, scale):
+    """Per-trajectory layout (blocks joined) and the summary curves."""
+    import xarray as xr
+
+    tol = float(raw.attrs["fixed_tol"])
+    n_tokens = int(raw.attrs["fixed_n_tokens"])
+    times = raw.time.values
+    n_beta, n_blocks = raw.sizes["beta"], raw.sizes["block"]
+    block_size = raw.sizes["member"]
+    data = {}
+    for var in ("gap", "n_clusters", "clustered", "antipodal_pair"):
+        arr = raw[var].transpose("model", "beta", "block", "member", "time").values
+        data[var] = (("model", "beta", "trajectory", "time"),
+                     arr.reshape(len(MODELS), n_beta, n_blocks * block_size, times.size))
+    ds = xr.Dataset(data, coords={"model": list(MODELS), "beta": raw.beta.values,
+                                  "trajectory": np.arange(n_blocks * block_size),
+                                  "time": times})
+    ds["cell_seed"] = raw.cell_seed
+    ds.attrs.update(raw.attrs)
+    n_traj = ds.sizes["trajectory"]
+    ds["n_traj"] = n_traj
+    ds["n_clustered"] = ds.clustered.sum("trajectory")
+    ds["n_antipodal_pair"] = ds.antipodal_pair.sum("trajectory")
+    ds = add_fraction(ds, "n_clustered", n_traj, "p_clustered")
+    ds = add_fraction(ds, "n_antipodal_pair", n_traj, "p_antipodal_pair")
+    gap = ds.gap.values
+    ds["median_gap"] = (("model", "beta", "time"), np.median(gap, axis=2))
+    ds["gap_q25"] = (("model", "beta", "time"), np.quantile(gap, 0.25, axis=2))
+    ds["gap_q75"] = (("model", "beta", "time"), np.quantile(gap, 0.75, axis=2))
+    ds["mean_n_clusters"] = ds.n_clusters.astype(float).mean("trajectory")
+    ds["t_clustered"] = (("model", "beta", "trajectory"), first_time(ds.clustered.values, times))
+    ds["longest_plateau"] = (("model", "beta", "trajectory"), longest_plateau(
+        ds.n_clusters.values, ds.clustered.values, times, n_tokens))
+    ds.attrs.update(scale=scale, figure=ID, tol=tol, n_tokens=n_tokens,
+                    metric="clustering gap max_{i<j} min(1 - G_ij, 1 + G_ij); clustered iff <= tol")
+    return ds
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes, per (model, beta)."""
+    out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
+           "n_tokens": int(ds.attrs["n_tokens"]), "d": int(ds.attrs["fixed_d"]),
+           "tol": float(ds.attrs["tol"]),
+           "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
+           "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))), "by": {}}
+    for m in ds.model.values:
+        for b in ds.beta.values:
+            s = ds.sel(model=m, beta=b)
+            t_cl = s.t_clustered.values
+            out["by"][(str(m), float(b))] = {
+                # order statistics, not interpolation: t_cl is inf where never clustered
+                "median_t_clustered": float(np.quantile(t_cl, 0.5, method="inverted_cdf")),
+                "q90_t_clustered": float(np.quantile(t_cl, 0.9, method="inverted_cdf")),
+                "p_clustered_T": float(s.p_clustered.values[-1]),
+                "p_antipodal_pair_T": float(s.p_antipodal_pair.values[-1]),
+                "median_longest_plateau": float(np.median(s.longest_plateau.values)),
+                "max_longest_plateau": float(np.max(s.longest_plateau.values)),
+                "share_plateau_over_10": float(np.mean(s.longest_plateau.values > 10.0)),
+                "mean_n_clusters_T": float(s.mean_n_clusters.values[-1]),
+                "median_gap_T": float(s.median_gap.values[-1]),
+            }
+    return out
+
+
+def work(ds_or_knobs) -> float:
+    """Token-trajectory-layers a run costs (both models): 2 * n_traj * N * L * T * n_betas."""
+    if isinstance(ds_or_knobs, dict):
+        k = ds_or_knobs
+        return float(2 * k["n_traj"] * k["n_tokens"] * k["L"] * k["T"] * len(k["betas"]))
+    ds = ds_or_knobs
+    return float(2 * ds.sizes["trajectory"] * int(ds.attrs["n_tokens"]) * ds.attrs["fixed_L"]
+                 * ds.attrs["fixed_T"] * ds.sizes["beta"])
+
+
+def projected_cost(ds, scale="paper") -> float:
+    """Core-seconds a run at ``scale`` would take, scaled from this run's measured cell time
+    (linear in N, which slightly underestimates for larger N: attention costs N^2)."""
+    return float(ds.attrs["cell_time_s"]) / work(ds) * work(SCALES[scale])
+
+
+# ----------------------------------------------------------------------------- plot
+
+def plot(ds, n_show=N_SHOW):
+    """Rows: clustering gap, number of groups, fraction clustered; one column per beta."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    colours = dict(zip(MODELS, (palette(10)[0], palette(10)[1])))
+    labels = {"deterministic": r"deterministic flow ($\varepsilon = 0$)",
+              "stochastic": "stochastic model (Gaussian V)"}
+    t = ds.time.values
+    shown = t > 0
+    ts = t[shown]
+    tol = float(ds.attrs["tol"])
+    n_tok = int(ds.attrs["n_tokens"])
+    n_show = min(n_show, ds.sizes["trajectory"])
+    betas = ds.beta.values
+    fig, axes = plt.subplots(3, len(betas), figsize=(5.4 * len(betas), 9.4), sharex=True,
+                             sharey="row", squeeze=False)
+    jitter = np.linspace(-0.18, 0.18, n_show) if n_show > 1 else np.zeros(1)
+    for col, b in enumerate(betas):
+        ax_gap, ax_k, ax_p = axes[:, col]
+        for m in MODELS:
+            s = ds.sel(model=m, beta=b)
+            c = colours[m]
+            gaps = np.maximum(s.gap.values[:n_show][:, shown], GAP_FLOOR)
+            for k in range(n_show):
+                ax_gap.plot(ts, gaps[k], color=c, lw=0.6, alpha=0.45)
+                ax_k.step(ts, s.n_clusters.values[k][shown] + jitter[k]
+                          + (0.06 if m == "stochastic" else -0.06),
+                          where="post", color=c, lw=0.6, alpha=0.45)
+            ax_gap.fill_between(ts, np.maximum(s.gap_q25.values[shown], GAP_FLOOR),
+                                np.maximum(s.gap_q75.values[shown], GAP_FLOOR),
+                                color=c, alpha=0.15, lw=0)
+            ax_gap.plot(ts, np.maximum(s.median_gap.values[shown], GAP_FLOOR), color=c, lw=2.4,
+                        label=labels[m])
+            ax_k.plot(ts, s.mean_n_clusters.values[shown], color=c, lw=2.4, label=labels[m])
+            ax_p.fill_between(ts, s.p_clustered_low.values[shown],
+                              s.p_clustered_high.values[shown], color=c, alpha=0.25, lw=0)
+            ax_p.plot(ts, s.p_clustered.values[shown], color=c, lw=2, label=labels[m])
+        ax_gap.axhline(tol, color="0.3", ls="--", lw=1)
+        ax_gap.set_yscale("log")
+        ax_gap.set_ylim(GAP_FLOOR / 3, 3.0)
+        ax_gap.set_title(rf"$\beta$ = {b:g}", fontsize=11)
+        ax_k.set_ylim(0.5, n_tok + 0.5)
+        ax_k.set_yticks(range(1, n_tok + 1))
+        ax_p.set_ylim(-0.02, 1.02)
+        ax_p.set_xscale("log")
+        # nothing happens in the first tenth of a time unit
+        ax_p.set_xlim(max(0.1, float(ts[0])), float(t[-1]) * 1.15)
+        ax_p.set_xlabel("time t (= layers / L)")
+    axes[0, 0].set_ylabel("clustering gap\n" + r"$\max_{i<j}\min(1-\langle x_i,x_j\rangle,"
+                          r"1+\langle x_i,x_j\rangle)$", fontsize=9)
+    axes[1, 0].set_ylabel("number of groups of tokens\n(together at tol)", fontsize=9)
+    axes[2, 0].set_ylabel("fraction of trajectories\nclustered at tol", fontsize=9)
+    axes[0, 0].plot([], [], color="0.3", ls="--", lw=1, label=f"tolerance {tol:g}")
+    axes[0, 0].plot([], [], color="0.5", lw=0.6, label=f"{n_show} single trajectories per model")
+    axes[0, 0].plot([], [], color="0.5", lw=2.4, label="median (band: quartiles)")
+    axes[0, 0].legend(fontsize=8, loc="lower left")
+    axes[1, 0].legend([plt.Line2D([], [], color="0.5", lw=2.4)], ["mean over trajectories"],
+                      fontsize=8, loc="lower left")
+    axes[2, 0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Convergence, N = {n_tok} tokens, d = {int(ds.attrs['fixed_d'])}, "
+                 f"{ds.attrs.get('fixed_attention', '')} attention, B = I, "
+                 f"L = {ds.attrs.get('fixed_L', '?')}, {ds.sizes['trajectory']:,} trajectories "
+                 "per model (same initial tokens); bands: quartiles / Wilson 95%", fontsize=10)
+    fig.tight_layout()
+    return fig
