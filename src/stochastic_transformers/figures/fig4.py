@@ -28,11 +28,14 @@ DESCRIPTION = "hybrid model: dominant outcome in the (beta, eps) plane with eps_
 
 SCALES = {
     "smoke": dict(betas=tuple(np.linspace(0.0, 4.0, 5)), epsilons=tuple(np.linspace(0.0, 2.0, 5)),
-                  n_traj=100, L=20, T=20.0, d=3, tol=1e-3, seed=0),
+                  n_traj=100, L=20, T=20.0, d=3, tol=1e-3, seed=0,
+                  check_point=(3.0, 1.0), check_L=(20, 50), check_n_traj=50, check_T=10.0),
     "quick": dict(betas=tuple(np.linspace(0.0, 5.0, 21)), epsilons=tuple(np.linspace(0.0, 2.0, 21)),
-                  n_traj=1000, L=100, T=50.0, d=3, tol=1e-3, seed=0),
+                  n_traj=1000, L=100, T=50.0, d=3, tol=1e-3, seed=0,
+                  check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000), check_n_traj=400, check_T=50.0),
     "paper": dict(betas=tuple(np.linspace(0.0, 5.0, 41)), epsilons=tuple(np.linspace(0.0, 2.0, 41)),
-                  n_traj=1000, L=100, T=50.0, d=3, tol=1e-3, seed=0),
+                  n_traj=1000, L=100, T=50.0, d=3, tol=1e-3, seed=0,
+                  check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000, 10000), check_n_traj=1000, check_T=50.0),
 }
 
 #: Cells with |log(eps / eps_c)| below this are "on the threshold" and left out of the
@@ -50,8 +53,18 @@ def cell(*, beta, epsilon, n_traj, L, T, d, tol, seed):
             "n_unclustered": counts["unclustered"], "n_traj": n_traj}
 
 
+def depth_cell(*, L, beta, epsilon, n_traj, T, d, tol, seed):
+    """Outcome counts at one (beta, eps) point for depth scale ``L``: the depth check."""
+    return cell(beta=beta, epsilon=epsilon, n_traj=n_traj, L=L, T=T, d=d, tol=tol, seed=seed)
+
+
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (beta, eps) sweep; returns ``p_single(beta, epsilon)``, ``p_antipodal``, ..."""
+    """Run the (beta, eps) sweep; returns ``p_single(beta, epsilon)``, ``p_antipodal``, ...
+
+    Also runs the *depth check*: at ``check_point`` = (beta, eps) the outcome fractions
+    for each depth scale in ``check_L`` (variables ``depth_p_*(check_L)``), which tells a
+    discretisation effect of L = 100 from a disagreement with the limit.
+    """
     knobs = resolve_scale(SCALES, scale, overrides)
     if min(knobs["betas"]) < 0 or min(knobs["epsilons"]) < 0:
         raise ValueError("betas and epsilons must be >= 0")
@@ -62,6 +75,20 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                    scheduler=default_scheduler(scale, scheduler), progress=progress)
     for outcome in ("single", "antipodal", "unclustered"):
         ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    # Depth check: at one point where L = 100 departs from the limit, let L grow.
+    beta_chk, eps_chk = (float(v) for v in knobs["check_point"])
+    chk = run_sweep(depth_cell, {"L": [int(v) for v in knobs["check_L"]]},
+                    fixed={"beta": beta_chk, "epsilon": eps_chk, "n_traj": knobs["check_n_traj"],
+                           "T": knobs["check_T"], "d": knobs["d"], "tol": knobs["tol"]},
+                    seed=knobs["seed"], name=f"{ID}-depth-{scale}", cache_dir=cache_dir,
+                    scheduler=default_scheduler(scale, scheduler), progress=progress)
+    for outcome in ("single", "antipodal", "unclustered"):
+        chk = add_fraction(chk, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    for name in ("p_single", "p_antipodal", "p_unclustered", "p_antipodal_low", "p_antipodal_high",
+                 "p_single_low", "p_single_high"):
+        ds[f"depth_{name}"] = chk[name].rename(L="check_L")
+    ds.attrs.update(check_beta=beta_chk, check_epsilon=eps_chk,
+                    check_n_traj=knobs["check_n_traj"], check_T=knobs["check_T"])
     ds["epsilon_c"] = (("beta",), np.asarray(theory.critical_epsilon(ds.beta.values), dtype=float))
     ratio = ds.epsilon / ds.epsilon_c
     ds["p_antipodal_theory"] = (ratio > 1).astype(float)
@@ -106,7 +133,11 @@ def plot(ds):
     rgb = np.where(dominant[..., None] == 1, np.array(to_rgb(anti_c)), np.array(to_rgb(single_c)))
     # intensity = fraction of the dominant outcome: blend towards white as it drops
     image = 1.0 - strength[..., None] * (1.0 - rgb)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.4), gridspec_kw={"width_ratios": [1.1, 1]})
+    has_check = "depth_p_single" in ds
+    ncols = 3 if has_check else 2
+    fig, axes = plt.subplots(1, ncols, figsize=(15.5 if has_check else 11, 4.4),
+                             gridspec_kw={"width_ratios": [1.1, 1, 0.8][:ncols]})
+    ax, ax2 = axes[0], axes[1]
     db, de = np.diff(betas).mean() if betas.size > 1 else 1, np.diff(eps).mean() if eps.size > 1 else 1
     ax.imshow(np.transpose(image, (1, 0, 2)), origin="lower", aspect="auto", interpolation="nearest",
               extent=(betas[0] - db / 2, betas[-1] + db / 2, eps[0] - de / 2, eps[-1] + de / 2))
@@ -135,6 +166,23 @@ def plot(ds):
     ax2.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
     ax2.set_title("(b) antipodal fraction against the predicted threshold", fontsize=10)
     ax2.legend(fontsize=8, loc="lower right")
+    if has_check:
+        ax3 = axes[2]
+        Ls = ds.check_L.values
+        for name, colour, label in (("single", single_c, "single cluster"),
+                                    ("antipodal", anti_c, "antipodal pair")):
+            p = ds[f"depth_p_{name}"].values
+            lo, hi = ds[f"depth_p_{name}_low"].values, ds[f"depth_p_{name}_high"].values
+            ax3.fill_between(Ls, lo, hi, color=colour, alpha=0.25, lw=0)
+            ax3.plot(Ls, p, "o-", color=colour, ms=4, label=label)
+        ax3.plot(Ls, ds.depth_p_unclustered.values, "s:", color="0.4", ms=3, label="unclustered")
+        ax3.set_xscale("log")
+        ax3.set_ylim(-0.03, 1.03)
+        ax3.set_xlabel("depth scale L")
+        ax3.set_ylabel("fraction at T")
+        ax3.set_title(rf"(c) depth check at $\beta$ = {ds.attrs['check_beta']:g}, "
+                      rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (theory: antipodal)", fontsize=10)
+        ax3.legend(fontsize=8, loc="center right")
     n = int(ds.n_traj.values.max())
     fig.suptitle(f"Hybrid model, USA, N = 2, d = {ds.attrs.get('fixed_d', 3)}, "
                  f"L = {ds.attrs.get('fixed_L', '?')}, T = {ds.attrs.get('fixed_T', '?')}, "
