@@ -1,0 +1,597 @@
+r"""Integrators of the depth limits (Theorem 1, Lemmas 2-3) and a Kolmogorov reference.
+
+Three tools, all for the continuous-time limits rather than the discrete model:
+
+* :func:`simulate_overlap_sde`: Euler-Maruyama for the two-token overlap diffusion
+  (Lemma 4; Proposition 1 for the hybrid model), in :math:`x = \operatorname{atanh} Z`.
+* :func:`overlap_expectation`: :math:`E[f(Z_t)\mid Z_0 = z_0]` for that diffusion by
+  solving the backward Kolmogorov equation, with an error estimate; the reference of
+  weak-error studies of the discrete model.
+* :func:`simulate_token_sde`: Euler-Maruyama for N tokens of the limit SDEs, projected
+  back onto the sphere after each step.
+
+Why :math:`x = \operatorname{atanh} z`.  By Ito's formula, :math:`dZ = a\,dt + b\,dB`
+becomes :math:`dX = \mu(X)\,dt + \nu(X)\,dB` with
+:math:`\mu = a/(1-z^2) + z\,b^2/(1-z^2)^2` and :math:`\nu = b/(1-z^2)`.  For the
+stochastic model with USA this gives
+
+.. math::
+
+    \mu = \tfrac{\sigma^2}{4}\bigl(2(d-2)e^{\beta(1+z)} + z(e^{2\beta}+e^{2\beta z})\bigr),\qquad
+    \nu = \sigma\sqrt{(e^{2\beta}+e^{2\beta z})/2},
+
+(SA: :math:`\mu` times :math:`m = 4/(e^\beta+e^{\beta z})^2`, :math:`\nu` times
+:math:`\sqrt m`), and for the hybrid model :math:`\mu = \lambda e^{\beta z}(1-\lambda\varepsilon^2e^\beta/2)`,
+:math:`\nu = \lambda\varepsilon e^{\beta z}` (:math:`\lambda = 1` for USA,
+:math:`2/(e^\beta+e^{\beta z})` for SA).  Both are smooth, bounded and tend to
+constants at :math:`\pm\infty`: X is a Brownian motion with drift far out, Z = tanh X
+never leaves [-1, 1], and Euler-Maruyama has its textbook weak order 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+from scipy import integrate, interpolate, linalg
+
+from ._validation import check_choice, check_int, check_real
+
+__all__ = ["simulate_overlap_sde", "overlap_expectation", "simulate_token_sde"]
+
+ATTENTIONS = ("softmax", "unnormalized")
+MODELS = ("stochastic", "hybrid")
+
+#: Largest beta accepted here: USA coefficients grow like e^{2 beta}.
+BETA_MAX = 300.0
+
+
+# ----------------------------------------------------------------- coefficients in x
+def _x_coefficients(z, beta, d, attention, sigma, model, epsilon):
+    r"""Drift :math:`\mu` and diffusion :math:`\nu` of :math:`X = \operatorname{atanh} Z`, at overlaps ``z``.
+
+    SA forms are written with :math:`q = e^{\beta(z-1)} \le 1` so that nothing
+    overflows for large :math:`\beta`:
+    :math:`\mu = \sigma^2(2(d-2)q + z(1+q^2))/(1+q)^2`,
+    :math:`\nu = \sigma\sqrt{2(1+q^2)}/(1+q)`; hybrid SA:
+    :math:`\mu = \frac{2q}{1+q}(1 - \frac{\varepsilon^2}{1+q})`, :math:`\nu = \varepsilon\frac{2q}{1+q}`.
+    """
+    z = np.asarray(z, dtype=float)
+    if model == "stochastic":
+        if attention == "unnormalized":
+            e2 = np.exp(2.0 * beta) + np.exp(2.0 * beta * z)
+            mu = 0.25 * sigma**2 * (2.0 * (d - 2.0) * np.exp(beta * (1.0 + z)) + z * e2)
+            nu = sigma * np.sqrt(0.5 * e2)
+        else:
+            q = np.exp(beta * (z - 1.0))
+            mu = sigma**2 * (2.0 * (d - 2.0) * q + z * (1.0 + q * q)) / (1.0 + q) ** 2
+            nu = sigma * np.sqrt(2.0 * (1.0 + q * q)) / (1.0 + q)
+        return mu, nu
+    if attention == "unnormalized":
+        ebz = np.exp(beta * z)
+        return ebz * (1.0 - 0.5 * epsilon**2 * math.exp(beta)), epsilon * ebz
+    q = np.exp(beta * (z - 1.0))
+    g = 2.0 * q / (1.0 + q)
+    return g * (1.0 - epsilon**2 / (1.0 + q)), epsilon * g
+
+
+def _validate_common(beta, d, attention, sigma, model, epsilon):
+    beta = check_real("beta", beta, 0.0, BETA_MAX)
+    d = check_int("d", d, 2)
+    check_choice("attention", attention, ATTENTIONS)
+    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    check_choice("model", model, MODELS)
+    epsilon = check_real("epsilon", epsilon, 0.0)
+    return beta, d, sigma, epsilon
+
+
+def _time_grid(T, dt, times):
+    r"""Step sizes and the indices at which to record.
+
+    Between consecutive requested times the interval is cut into
+    :math:`\lceil \Delta/dt\rceil` equal steps, so ``dt`` is the largest step and
+    times that are multiples of ``dt`` are reached with steps of exactly ``dt``.
+    """
+    T = check_real("T", T, 0.0)
+    dt = check_real("dt", dt, 0.0, strict_min=True)
+    if times is None:
+        times = np.array([T])
+    else:
+        times = np.atleast_1d(np.asarray(times, dtype=float))
+        if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)):
+            raise ValueError("times must be a non-empty 1-D array of finite numbers in [0, T]")
+        if np.any(times < 0.0) or np.any(times > T * (1 + 1e-12)):
+            raise ValueError(f"times must lie in [0, T] = [0, {T}]")
+        if np.any(np.diff(times) < 0.0):
+            raise ValueError("times must be non-decreasing")
+    steps, record, prev = [], [], 0.0
+    for t in times:
+        gap = t - prev
+        if gap > 0:
+            n = max(1, int(math.ceil(gap / dt - 1e-9)))
+            steps.extend([gap / n] * n)
+        record.append(len(steps))
+        prev = t
+    return times, np.asarray(steps), np.asarray(record)
+
+
+# ------------------------------------------------------------------------ overlap SDE
+def simulate_overlap_sde(
+    beta,
+    d,
+    *,
+    z0,
+    n_paths,
+    T,
+    dt,
+    attention="softmax",
+    sigma=1.0,
+    model="stochastic",
+    epsilon=0.0,
+    times=None,
+    seed=0,
+):
+    r"""Euler-Maruyama for the two-token overlap diffusion, in :math:`x = \operatorname{atanh} z`.
+
+    Integrates :math:`dX = \mu(X)\,dt + \nu(X)\,dB` (module docstring), i.e.
+    Lemma 4 (``model="stochastic"``) or Proposition 1 (``model="hybrid"``, USA; the
+    SA hybrid is our own Ito computation, see
+    :func:`stochastic_transformers.theory.hybrid_overlap_drift`), and returns
+    :math:`Z = \tanh X`:
+
+    .. math::
+
+        X_{k+1} = X_k + \mu(\tanh X_k)\,h_k + \nu(\tanh X_k)\sqrt{h_k}\,\xi_k,
+        \qquad \xi_k \sim N(0, 1).
+
+    Parameters
+    ----------
+    beta : float, 0 <= beta <= 300
+    d : int >= 2
+    z0 : float, array of shape (n_paths,), or None
+        Initial overlap(s) in [-1, 1]; ``None`` draws the overlap of two independent
+        uniform tokens on :math:`S^{d-1}`, :math:`z_0 = 2\,\mathrm{Beta}(\tfrac{d-1}2,\tfrac{d-1}2) - 1`.
+        ``z0 = +-1`` stays there (the poles are fixed points).
+    n_paths : int >= 1
+    T : float >= 0
+    dt : float > 0
+        Largest time step (see ``times``).
+    attention : {"softmax", "unnormalized"}
+    sigma : float > 0
+        Value-matrix standard deviation (stochastic model only).
+    model : {"stochastic", "hybrid"}
+    epsilon : float >= 0
+        Noise amplitude of the hybrid model (ignored by the stochastic model).
+    times : array of float in [0, T], non-decreasing, optional
+        Recording times (default: T only).  Between consecutive times the
+        interval is cut into ``ceil(gap / dt)`` equal steps.
+    seed : int or numpy SeedSequence-compatible
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    ndarray of shape (len(times), n_paths)
+        The overlaps :math:`Z` at the requested times.  (Near the poles
+        :math:`1 \mp Z \approx 2e^{\mp 2X}` falls below double precision once
+        :math:`|X| > 19`, so Z then reads exactly +-1.)
+    """
+    beta, d, sigma, epsilon = _validate_common(beta, d, attention, sigma, model, epsilon)
+    n_paths = check_int("n_paths", n_paths, 1)
+    times, steps, record = _time_grid(T, dt, times)
+    rng = np.random.default_rng(seed)
+    if z0 is None:
+        a = 0.5 * (d - 1)
+        z = 2.0 * rng.beta(a, a, size=n_paths) - 1.0
+    else:
+        z = np.asarray(z0, dtype=float)
+        if not np.all(np.isfinite(z)) or np.any(np.abs(z) > 1.0):
+            raise ValueError("z0 must lie in [-1, 1]")
+        if z.ndim > 1 or (z.ndim == 1 and z.size != n_paths):
+            raise ValueError(f"z0 must be a scalar or have shape (n_paths,) = ({n_paths},)")
+        z = np.broadcast_to(z, (n_paths,)).copy()
+    with np.errstate(divide="ignore"):
+        x = np.arctanh(z)
+    out = np.empty((len(times), n_paths))
+    k_rec = 0
+    while k_rec < len(record) and record[k_rec] == 0:
+        out[k_rec] = np.tanh(x)
+        k_rec += 1
+    for k, h in enumerate(steps, start=1):
+        mu, nu = _x_coefficients(np.tanh(x), beta, d, attention, sigma, model, epsilon)
+        x = x + mu * h + nu * math.sqrt(h) * rng.standard_normal(n_paths)
+        while k_rec < len(record) and record[k_rec] == k:
+            out[k_rec] = np.tanh(x)
+            k_rec += 1
+    return out
+
+
+# ------------------------------------------------------------- Kolmogorov reference
+def _domain(beta, d, attention, sigma, model, epsilon, t, x_in):
+    r"""Truncated x-domain [x_lo, x_hi] outside which the paths that matter never go.
+
+    Beyond :math:`|x| = x_{in}` the test function is constant up to
+    :math:`2\,\mathrm{Lip}(f)e^{-2x_{in}}`, so a Dirichlet end at :math:`x_{in}+\ell`
+    only errs on paths that reach it *and* come back inside by time t.  With
+    constant coefficients out there this costs at most :math:`e^{-c\ell}` when the drift
+    points outwards (:math:`c = 2|\mu_\infty|/\nu_\infty^2`), and in any case at most
+    the Gaussian tail of travelling :math:`\ell` in time t against at most the
+    largest outward drift; :math:`\ell` is the smaller of the two lengths that make
+    this below :math:`e^{-32}`.
+    """
+    zs = np.linspace(-1.0, 1.0, 4001)
+    mu, nu = _x_coefficients(zs, beta, d, attention, sigma, model, epsilon)
+    nu_max = float(nu.max())
+    lengths = {}
+    # Left end: x -> -inf is z = -1 (index 0), outward means mu < 0; right end mirrored.
+    for side, index, outward_sign in (("lo", 0, -1.0), ("hi", -1, 1.0)):
+        m_inf, n_inf = float(mu[index]), float(nu[index])
+        out_max = max(0.0, float(np.max(outward_sign * mu)))
+        gauss = out_max * t + nu_max * math.sqrt(2.0 * 32.0 * t)
+        c_out = 2.0 * outward_sign * m_inf / n_inf**2 if n_inf > 0.0 else 0.0
+        expo = 32.0 / c_out if c_out > 0.0 else math.inf
+        lengths[side] = min(gauss, expo) + 1.0
+    return -(x_in + lengths["lo"]), x_in + lengths["hi"]
+
+
+def _generator(xs, beta, d, attention, sigma, model, epsilon):
+    r"""4th-order finite-difference matrix of :math:`\mu\partial_x + \tfrac12\nu^2\partial_x^2`, banded.
+
+    Centred 5-point stencils inside, 3-point ones next to the ends, and zero rows at
+    the two Dirichlet ends (their values stay frozen).  Returned in LAPACK band
+    storage for :func:`scipy.linalg.solve_banded` with (l, u) = (2, 2):
+    ``ab[2 - k, i + k]`` holds the entry (i, i + k).
+    """
+    n = len(xs)
+    h = xs[1] - xs[0]
+    mu, nu = _x_coefficients(np.tanh(xs), beta, d, attention, sigma, model, epsilon)
+    half_nu2 = 0.5 * nu**2
+    diags = {k: np.zeros(n) for k in (-2, -1, 0, 1, 2)}
+    inner = np.arange(2, n - 2)
+    m, q = mu[inner], half_nu2[inner]
+    diags[-2][inner] = m / (12 * h) - q / (12 * h * h)
+    diags[-1][inner] = -8 * m / (12 * h) + 16 * q / (12 * h * h)
+    diags[0][inner] = -30 * q / (12 * h * h)
+    diags[1][inner] = 8 * m / (12 * h) + 16 * q / (12 * h * h)
+    diags[2][inner] = -m / (12 * h) - q / (12 * h * h)
+    for i in (1, n - 2):
+        diags[-1][i] = -mu[i] / (2 * h) + half_nu2[i] / (h * h)
+        diags[0][i] = -2 * half_nu2[i] / (h * h)
+        diags[1][i] = mu[i] / (2 * h) + half_nu2[i] / (h * h)
+    ab = np.zeros((5, n))
+    for k, v in diags.items():
+        ab[2 - k] = np.roll(v, k)  # rows with i + k outside [0, n) are zero anyway
+    return ab
+
+
+def _banded_matvec(ab, u):
+    out = ab[2] * u
+    out[:-1] += ab[1, 1:] * u[1:]
+    out[:-2] += ab[0, 2:] * u[2:]
+    out[1:] += ab[3, :-1] * u[:-1]
+    out[2:] += ab[4, :-2] * u[:-2]
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _pade_poles(k=4):
+    r"""Poles and residues of the (k-1, k) Pade approximant of :math:`e^z`.
+
+    :math:`R = P/Q` with :math:`P_j = \frac{(2k-1-j)!\,(k-1)!}{(2k-1)!\,j!\,(k-1-j)!}`,
+    :math:`Q_j = (-1)^j\frac{(2k-1-j)!\,k!}{(2k-1)!\,j!\,(k-j)!}`: order 2k-1, L-stable
+    (:math:`R(-\infty) = 0`), and :math:`R(z) = \sum_i c_i/(z - r_i)` since deg P < deg Q.
+    """
+    f = math.factorial
+    P = [f(2 * k - 1 - j) * f(k - 1) / (f(2 * k - 1) * f(j) * f(k - 1 - j)) for j in range(k)]
+    Q = [(-1) ** j * f(2 * k - 1 - j) * f(k) / (f(2 * k - 1) * f(j) * f(k - j)) for j in range(k + 1)]
+    roots = np.roots(Q[::-1])
+    dQ = np.polynomial.polynomial.polyder(Q)
+    res = np.polynomial.polynomial.polyval(roots, P) / np.polynomial.polynomial.polyval(roots, dQ)
+    # Keep one pole of each conjugate pair (and real ones): R u = sum Re(w_i c_i (dt L - r_i)^-1 u).
+    keep = roots.imag >= -1e-12
+    weight = np.where(np.abs(roots.imag) > 1e-12, 2.0, 1.0)
+    return roots[keep], (res * weight)[keep], 2 * k - 1
+
+
+def _pade_step(ab, u, dt):
+    r"""One step :math:`u \mapsto R(\Delta t\,L)u` of the L-stable (3, 4) Pade scheme (order 7)."""
+    poles, residues, _ = _pade_poles()
+    out = np.zeros_like(u)
+    for r, c in zip(poles, residues):
+        m = (dt * ab).astype(complex)
+        m[2] -= r
+        out += (c * linalg.solve_banded((2, 2), m, u, overwrite_ab=True, check_finite=False)).real
+    return out
+
+
+def _propagate(ab, u0, ts, rtol):
+    r"""Values of :math:`e^{tL}u_0` at the sorted times ``ts``, by adaptive Pade steps.
+
+    Step doubling: a step of size :math:`\Delta t` is compared with two of size
+    :math:`\Delta t/2`; it is accepted when their difference (max norm over the grid)
+    is below ``rtol * max|u0| / 10`` (or at the rounding floor), and the two half
+    steps, corrected by the local Richardson term :math:`(u_2 - u_1)/(2^7-1)`, are
+    kept.  The semigroup of a Markov generator contracts the max norm, so local
+    errors add up rather than grow; an order-7 scheme needs few steps.  The operator
+    is linear and constant, so each step is a sum of shifted banded solves.
+    """
+    scale = rtol * max(1.0, float(np.max(np.abs(u0))))
+    tol = 0.1 * scale
+    floor = 1e-13 * max(1.0, float(np.max(np.abs(u0))))
+    t_end = float(ts[-1])
+    _, _, order = _pade_poles()
+    out = np.empty((len(u0), len(ts)))
+    u = u0.copy()
+    t = 0.0
+    dt = 1e-3 * t_end
+    for j, target in enumerate(ts):
+        while t < target:
+            step = min(dt, target - t)
+            one = _pade_step(ab, u, step)
+            half = _pade_step(ab, _pade_step(ab, u, 0.5 * step), 0.5 * step)
+            err = float(np.max(np.abs(half - one)))
+            if err <= max(tol, floor):
+                u = half + (half - one) / (2.0**order - 1.0)
+                t = target if step == target - t else t + step
+            factor = 0.9 * (max(tol, floor) / max(err, 1e-300)) ** (1.0 / (order + 1))
+            dt = step * min(2.0, max(0.2, factor))
+        out[:, j] = u
+    return out
+
+
+def _solve_backward(f, xs, ts, beta, d, attention, sigma, model, epsilon, rtol):
+    u0 = np.asarray(f(np.tanh(xs)), dtype=float)
+    if u0.shape != xs.shape:
+        raise ValueError("f must map an array of overlaps to an array of the same shape")
+    ab = _generator(xs, beta, d, attention, sigma, model, epsilon)
+    return _propagate(ab, u0, ts, rtol)  # (n_x, n_t)
+
+
+def overlap_expectation(
+    f,
+    z0,
+    t,
+    beta,
+    d,
+    attention="softmax",
+    sigma=1.0,
+    *,
+    model="stochastic",
+    epsilon=0.0,
+    h=None,
+    atol=1e-8,
+):
+    r"""Deterministic reference for :math:`E[f(Z_t)\mid Z_0 = z_0]` for the overlap diffusion.
+
+    Solves the backward Kolmogorov equation
+    :math:`u_t = a\,u_z + \tfrac12 b^2 u_{zz}`, :math:`u(0,\cdot) = f`, in
+    :math:`x = \operatorname{atanh} z`, where it reads
+    :math:`u_t = \mu u_x + \tfrac12\nu^2 u_{xx}` with smooth bounded coefficients
+    (module docstring) and :math:`E[f(Z_t)\mid z_0] = u(t, \operatorname{atanh} z_0)`.
+
+    Space: 4th-order centred differences on a uniform grid of a truncated domain
+    (see ``_domain``: the truncation error is below about :math:`e^{-32}\|f\|`).
+    Time: the L-stable (3, 4) Pade approximant of the exponential (order 7), with
+    adaptive step doubling (local error per step below ``atol/100``; see
+    ``_propagate``).  The grid is halved (nested grids) until the Richardson
+    estimate :math:`|u_{h/2} - u_h|/15` of the error of the finer solution is below
+    ``atol``; the returned value is the extrapolation :math:`(16u_{h/2} - u_h)/15`,
+    whose error is asymptotically much smaller than that estimate.  The answer is
+    read off the grid by a cubic spline, whose :math:`O(h^4)` error is part of what
+    the refinement measures.  A few seconds for moderate parameters (more for USA at
+    large :math:`\beta`, whose coefficients grow like :math:`e^{2\beta}`).
+
+    Parameters
+    ----------
+    f : callable
+        Vectorised test function of the overlap, ``f(z_array) -> array``, smooth on
+        [-1, 1] (e.g. ``lambda z: z``, ``lambda z: z**2``).
+    z0 : float or 1-D array in (-1, 1)
+    t : float or 1-D array, > 0 and <= 50
+    beta : float, 0 <= beta <= 300
+    d : int >= 2
+    attention : {"softmax", "unnormalized"}
+    sigma : float > 0
+    model : {"stochastic", "hybrid"}
+        ``"hybrid"`` with ``epsilon = 0`` is the deterministic flow
+        :math:`\dot z = a(z)`, integrated by an ODE solver (error estimate from two
+        tolerances).
+    epsilon : float >= 0
+    h : float, optional
+        Coarsest grid step (default ``0.05 / (1 + beta)``, as the coefficients vary on
+        the scale :math:`1/\beta` near the origin).
+    atol : float > 0
+        Target for the refinement test.
+
+    Returns
+    -------
+    value : ndarray of shape (len(t), len(z0)), or float for scalar inputs
+    error : same shape, the error estimate
+    """
+    beta, d, sigma, epsilon = _validate_common(beta, d, attention, sigma, model, epsilon)
+    if not callable(f):
+        raise ValueError("f must be a callable f(z_array) -> array")
+    atol = check_real("atol", atol, 0.0, strict_min=True)
+    z0s = np.atleast_1d(np.asarray(z0, dtype=float))
+    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    if z0s.ndim != 1 or not np.all(np.isfinite(z0s)) or np.any(np.abs(z0s) >= 1.0):
+        raise ValueError("z0 must be a scalar or 1-D array in the open interval (-1, 1)")
+    if ts.ndim != 1 or not np.all(np.isfinite(ts)) or np.any(ts <= 0.0) or np.any(ts > 50.0):
+        raise ValueError("t must be a scalar or 1-D array in (0, 50]")
+    scalar = np.ndim(z0) == 0 and np.ndim(t) == 0
+    order = np.argsort(ts)
+    t_sorted = ts[order]
+
+    if model == "hybrid" and epsilon == 0.0:
+        values, errors = _deterministic_expectation(f, z0s, t_sorted, beta, attention)
+    else:
+        h0 = check_real("h", h, 0.0, 1.0, strict_min=True) if h is not None else 0.05 / (1.0 + beta)
+        x0s = np.arctanh(z0s)
+        x_in = max(18.0, float(np.max(np.abs(x0s))) + 2.0)
+        lo, hi = _domain(beta, d, attention, sigma, model, epsilon, float(t_sorted[-1]), x_in)
+        previous = None
+        n = int(math.ceil((hi - lo) / h0)) + 1
+        for level in range(4):
+            # Nested grids (exact ratio 2) so that Richardson's (16 u_{h/2} - u_h)/15 applies.
+            if n > 400_000:
+                raise ValueError(
+                    f"the Kolmogorov grid would need {n} points (beta={beta}, t={t_sorted[-1]}); "
+                    "reduce t or beta, or raise h"
+                )
+            xs = np.linspace(lo, hi, n)
+            u = _solve_backward(f, xs, t_sorted, beta, d, attention, sigma, model, epsilon, atol / 10.0)
+            current = np.stack([interpolate.CubicSpline(xs, u[:, j])(x0s) for j in range(len(t_sorted))])
+            if previous is not None:
+                values = (16.0 * current - previous) / 15.0
+                errors = np.abs(current - previous) / 15.0
+                if np.all(errors < atol):
+                    break
+            previous = current
+            n = 2 * n - 1
+        else:
+            warnings.warn(
+                f"overlap_expectation: error estimate {errors.max():.2e} above atol={atol:.1e} "
+                "after 4 grid levels",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    values, errors = values[inv], errors[inv]
+    if scalar:
+        return float(values[0, 0]), float(errors[0, 0])
+    return values, errors
+
+
+def _deterministic_expectation(f, z0s, ts, beta, attention):
+    """Hybrid model with epsilon = 0: Z follows the ODE dz/dt = a(z); f is evaluated on it."""
+
+    def rhs(_t, x):
+        # In x = atanh z the flow dx/dt = mu(tanh x) is bounded and never reaches +-inf.
+        mu, _ = _x_coefficients(np.tanh(x), beta, 2, attention, 1.0, "hybrid", 0.0)
+        return mu
+
+    res = []
+    for rtol in (1e-10, 1e-12):
+        sol = integrate.solve_ivp(
+            rhs, (0.0, float(ts[-1])), np.arctanh(z0s), method="DOP853", t_eval=ts, rtol=rtol, atol=rtol
+        )
+        res.append(np.asarray(f(np.tanh(sol.y.T)), dtype=float))
+    return res[1], np.abs(res[1] - res[0])
+
+
+# ------------------------------------------------------------------------- token SDE
+def _attention(Y, beta, attention):
+    r"""Attention outputs :math:`A_i` (B = I) for tokens Y stored paths-last, shape (N, d, P).
+
+    Paths-last makes every operation a short loop over the small (N, d) axes of long
+    contiguous vectors, much faster than batched products of tiny matrices.
+    """
+    logits = beta * np.einsum("iap,jap->ijp", Y, Y)
+    if attention == "softmax":
+        logits = logits - logits.max(axis=1, keepdims=True)
+        w = np.exp(logits)
+        w /= w.sum(axis=1, keepdims=True)
+    else:
+        w = np.exp(logits) / Y.shape[0]
+    return np.einsum("ijp,jap->iap", w, Y)
+
+
+def simulate_token_sde(
+    X0,
+    beta,
+    *,
+    T,
+    dt,
+    attention="softmax",
+    sigma=1.0,
+    model="stochastic",
+    epsilon=0.0,
+    seed=0,
+    times=None,
+):
+    r"""Euler-Maruyama for N tokens of the limit SDEs, with projection onto the sphere.
+
+    ``model="stochastic"`` (Theorem 1), with :math:`W` a :math:`d\times d` matrix of
+    independent Brownian motions common to all tokens:
+
+    .. math::
+
+        dY^i = \frac{(1-d)\sigma^2}{2}|A_i|^2 Y^i\,dt + \sigma P_{Y^i}[dW\,A_i].
+
+    ``model="hybrid"`` (Lemma 3), with a scalar Brownian motion :math:`B` common to
+    all tokens and :math:`F(x, a) = -\langle x, a\rangle P_x a - \tfrac12|P_x a|^2 x`:
+
+    .. math::
+
+        dY^i = \bigl(\varepsilon^2 F(Y^i, A_i) + P_{Y^i}A_i\bigr)dt + \varepsilon P_{Y^i}A_i\,dB.
+
+    Here :math:`P_x = I - xx^\top`, :math:`A_i = A_\beta(Y^i, Y)` with :math:`B = Q^\top K = I`:
+    softmax :math:`\sum_j \mathrm{softmax}_j(\beta\langle Y^i, Y^j\rangle) Y^j` or
+    unnormalised :math:`\frac1N\sum_j e^{\beta\langle Y^i, Y^j\rangle}Y^j`.  Each step is
+    an Euler-Maruyama step followed by :math:`Y \mapsto Y/|Y|`.
+
+    Parameters
+    ----------
+    X0 : array of shape (n_paths, N, d)
+        Initial unit vectors (renormalised; rejected if a norm is off by > 1e-6).
+    beta : float, 0 <= beta <= 300
+    T, dt, times : as in :func:`simulate_overlap_sde`
+    attention : {"softmax", "unnormalized"}
+    sigma : float > 0
+    model : {"stochastic", "hybrid"}
+    epsilon : float >= 0
+    seed : int
+
+    Returns
+    -------
+    ndarray of shape (len(times), n_paths, N, N)
+        Gram matrices :math:`\langle Y^i_t, Y^j_t\rangle`.
+    """
+    X0 = np.asarray(X0, dtype=float)
+    if X0.ndim != 3 or X0.shape[1] < 1 or X0.shape[2] < 2:
+        raise ValueError("X0 must have shape (n_paths, N, d) with N >= 1 and d >= 2")
+    d = X0.shape[2]
+    beta, d, sigma, epsilon = _validate_common(beta, d, attention, sigma, model, epsilon)
+    if not np.all(np.isfinite(X0)):
+        raise ValueError("X0 must be finite")
+    norms = np.linalg.norm(X0, axis=2, keepdims=True)
+    if np.any(np.abs(norms - 1.0) > 1e-6):
+        raise ValueError("X0 must contain unit vectors (norms within 1e-6 of 1)")
+    times, steps, record = _time_grid(T, dt, times)
+    rng = np.random.default_rng(seed)
+    Y = np.ascontiguousarray((X0 / norms).transpose(1, 2, 0))  # (N, d, P)
+    P = Y.shape[2]
+    out = np.empty((len(times), P, Y.shape[0], Y.shape[0]))
+    k_rec = 0
+
+    def gram(Y):
+        return np.einsum("iap,jap->pij", Y, Y)
+
+    while k_rec < len(record) and record[k_rec] == 0:
+        out[k_rec] = gram(Y)
+        k_rec += 1
+    for k, h in enumerate(steps, start=1):
+        A = _attention(Y, beta, attention)
+        if model == "stochastic":
+            dW = rng.standard_normal((d, d, P)) * math.sqrt(h)
+            noise = np.einsum("abp,ibp->iap", dW, A)
+            noise -= np.sum(noise * Y, axis=1, keepdims=True) * Y
+            drift = (0.5 * (1 - d) * sigma**2) * np.sum(A * A, axis=1, keepdims=True) * Y
+            Y = Y + drift * h + sigma * noise
+        else:
+            ya = np.sum(Y * A, axis=1, keepdims=True)
+            PA = A - ya * Y
+            F = -ya * PA - 0.5 * np.sum(PA * PA, axis=1, keepdims=True) * Y
+            dB = rng.standard_normal(P) * math.sqrt(h)
+            Y = Y + (epsilon**2 * F + PA) * h + epsilon * PA * dB
+        # The exact SDE keeps |Y| = 1 (the Ito drift cancels the noise's quadratic
+        # variation), but an Euler step leaves the sphere by O(h); projecting back
+        # keeps the tokens where attention is defined, changes the step only along
+        # the normal, and keeps weak order 1 (projected Euler-Maruyama).
+        Y = Y / np.sqrt(np.sum(Y * Y, axis=1, keepdims=True))
+        while k_rec < len(record) and record[k_rec] == k:
+            out[k_rec] = gram(Y)
+            k_rec += 1
+    return out
