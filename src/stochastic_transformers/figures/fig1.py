@@ -1,0 +1,263 @@
+r"""Figure 1: the attention field on the circle, before and after normalisation.
+
+Three tokens on :math:`S^1`: a moving token :math:`X` and two fixed tokens
+:math:`X^1, X^2`.  With :math:`Q = K = \mathrm{Id}` the unnormalised attention that
+:math:`X` receives from the sequence :math:`\boldsymbol X = (X, X^1, X^2)` is
+
+.. math::
+
+    A^U_\beta(X, \boldsymbol X) = \tfrac13\bigl(e^{\beta} X
+        + e^{\beta\langle X, X^1\rangle} X^1 + e^{\beta\langle X, X^2\rangle} X^2\bigr),
+
+which points mostly *out of* the circle (the self term :math:`e^\beta X` is radial).
+Token-wise RMS normalisation turns the residual update into motion on the sphere: to
+first order in the step the token moves along the tangent projection
+:math:`P^\perp_X[A] = A - \langle X, A\rangle X`, which is what the limit dynamics see
+(paper section 3.3).  The self term drops out of the projection entirely.
+
+On the circle the projected field is a scalar multiple of the unit tangent
+:math:`\tau(\theta) = (-\sin\theta, \cos\theta)` at :math:`X = (\cos\theta, \sin\theta)`:
+
+.. math::
+
+    \langle P^\perp_X[A^U], \tau\rangle = \tfrac13\sum_{k=1,2}
+        e^{\beta\cos(\theta - \theta_k)}\sin(\theta_k - \theta).
+
+Its zeros are the rest points of a third token under the deterministic flow; we list
+them with their stability.  With softmax attention the field is the same up to a positive
+factor at every point, so the directions and rest points do not change.
+
+The figure needs no simulation: :func:`compute` evaluates the field and returns a small
+dataset.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from .._validation import check_choice, check_int, check_real
+from ._common import resolve_scale
+
+ID = "fig1"
+DESCRIPTION = "attention field on the circle: unnormalised A^U vs its tangent projection (beta = 1)"
+
+_BASE = dict(beta=1.0, token_angles=(0.0, 120.0), attention="unnormalized")
+SCALES = {
+    "smoke": dict(_BASE, n_arrows=12, n_fine=361),
+    "quick": dict(_BASE, n_arrows=24, n_fine=3601),
+    "paper": dict(_BASE, n_arrows=24, n_fine=3601),
+}
+
+
+def _unit(angle_rad):
+    angle_rad = np.asarray(angle_rad, dtype=float)
+    return np.stack([np.cos(angle_rad), np.sin(angle_rad)], axis=-1)
+
+
+def attention_field(x, tokens, beta, attention="unnormalized"):
+    r"""Attention received by points ``x`` (..., d) from the sequence ``(x, tokens...)``.
+
+    ``tokens`` is (K, d).  Unnormalised: :math:`\frac{1}{K+1}\sum_j e^{\beta\langle x,
+    x_j\rangle} x_j` over :math:`x_j \in (x, \text{tokens})`; softmax: the same weights
+    normalised to sum to one.  :math:`Q = K = \mathrm{Id}`.
+    """
+    x = np.asarray(x, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    seq = np.concatenate([np.broadcast_to(x[..., None, :], x.shape[:-1] + (1, x.shape[-1])),
+                          np.broadcast_to(tokens, x.shape[:-1] + tokens.shape)], axis=-2)
+    logits = beta * np.einsum("...a,...ja->...j", x, seq)
+    if attention == "softmax":
+        w = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        w /= w.sum(axis=-1, keepdims=True)
+    else:
+        w = np.exp(logits) / seq.shape[-2]
+    return np.einsum("...j,...ja->...a", w, seq)
+
+
+def tangent_projection(x, a):
+    r""":math:`P^\perp_x[a] = a - \langle x, a\rangle x` for unit vectors ``x`` (..., d)."""
+    x = np.asarray(x, dtype=float)
+    a = np.asarray(a, dtype=float)
+    return a - np.sum(x * a, axis=-1, keepdims=True) * x
+
+
+def rest_points(theta, speed):
+    """Zeros of a periodic tangential speed sampled on ``theta`` (radians, one period).
+
+    Returns ``(angles, stable)``: linearly interpolated zero crossings and whether each
+    attracts (the speed goes from positive to negative as theta increases).
+    """
+    theta = np.asarray(theta, dtype=float)
+    speed = np.asarray(speed, dtype=float)
+    nxt_t = np.append(theta[1:], theta[0] + 2 * math.pi)
+    nxt_s = np.append(speed[1:], speed[0])
+    angles, stable = [], []
+    for t0, t1, s0, s1 in zip(theta, nxt_t, speed, nxt_s):
+        if s0 == 0.0:
+            angles.append(t0)
+            stable.append(bool(s1 < 0))
+        elif s0 * s1 < 0:
+            angles.append(t0 + (t1 - t0) * s0 / (s0 - s1))
+            stable.append(bool(s0 > 0))
+    return np.mod(np.array(angles), 2 * math.pi), np.array(stable, dtype=bool)
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Evaluate the field on the circle.
+
+    Returns a dataset with ``position(theta, component)``, ``field`` (the unnormalised
+    attention :math:`A^U`), ``tangent_field`` (its projection :math:`P^\\perp_X A^U`),
+    ``radial(theta)`` and ``tangential(theta)`` (the components along X and along the
+    unit tangent), the same two on a fine grid (``radial_fine``, ``tangential_fine``
+    over ``theta_fine``), the fixed ``tokens(token, component)``, and the rest points of
+    the projected flow (``rest_angle(rest)`` in degrees, ``rest_stable(rest)``).
+    ``scheduler``, ``cache_dir`` and ``progress`` are accepted for the common interface
+    and unused.
+    """
+    knobs = resolve_scale(SCALES, scale, overrides)
+    beta = check_real("beta", knobs["beta"], 0.0)
+    attention = check_choice("attention", knobs["attention"], ("unnormalized", "softmax"))
+    n_arrows = check_int("n_arrows", knobs["n_arrows"], 4)
+    n_fine = check_int("n_fine", knobs["n_fine"], 16)
+    angles = knobs["token_angles"]
+    if (isinstance(angles, (str, bytes)) or not hasattr(angles, "__len__") or len(angles) != 2):
+        raise ValueError(f"token_angles must be two angles in degrees; got {angles!r}")
+    angles = tuple(check_real(f"token_angles[{i}]", a) for i, a in enumerate(angles))
+    tokens = _unit(np.deg2rad(angles))
+
+    def evaluate(theta):
+        x = _unit(theta)
+        a = attention_field(x, tokens, beta, attention)
+        p = tangent_projection(x, a)
+        tau = np.stack([-np.sin(theta), np.cos(theta)], axis=-1)
+        return x, a, p, np.sum(a * x, axis=-1), np.sum(p * tau, axis=-1)
+
+    theta = np.linspace(0.0, 2 * math.pi, n_arrows, endpoint=False)
+    theta_fine = np.linspace(0.0, 2 * math.pi, n_fine, endpoint=False)
+    x, a, p, radial, tangential = evaluate(theta)
+    _, _, _, radial_f, tangential_f = evaluate(theta_fine)
+    rest, stable = rest_points(theta_fine, tangential_f)
+    comp = ["x", "y"]
+    ds = xr.Dataset(
+        {
+            "position": (("theta", "component"), x),
+            "field": (("theta", "component"), a,
+                      {"long_name": "attention A_beta(X, (X, X1, X2))"}),
+            "tangent_field": (("theta", "component"), p,
+                              {"long_name": "tangent projection P_X^perp[A]"}),
+            "radial": (("theta",), radial, {"long_name": "<X, A>"}),
+            "tangential": (("theta",), tangential, {"long_name": "<P_X^perp A, tau>"}),
+            "radial_fine": (("theta_fine",), radial_f),
+            "tangential_fine": (("theta_fine",), tangential_f),
+            "tokens": (("token", "component"), tokens),
+            "rest_angle": (("rest",), np.rad2deg(rest), {"units": "degree"}),
+            "rest_stable": (("rest",), stable),
+        },
+        coords={"theta": np.rad2deg(theta), "theta_fine": np.rad2deg(theta_fine),
+                "component": comp, "token": [1, 2]},
+    )
+    ds.theta.attrs["units"] = "degree"
+    ds.theta_fine.attrs["units"] = "degree"
+    ds.attrs.update(figure=ID, scale=scale, beta=beta, attention=attention,
+                    token_angles_deg=list(angles), B="identity")
+    return ds
+
+
+def pull_peak_angle(beta):
+    r"""Angle (degrees) at which one token's tangential pull :math:`e^{\beta\cos\varphi}\sin\varphi`
+    is largest: :math:`\cos\varphi^* = (\sqrt{1+4\beta^2}-1)/(2\beta)` (90 at beta = 0)."""
+    beta = float(beta)
+    if beta == 0.0:
+        return 90.0
+    return math.degrees(math.acos((math.sqrt(1.0 + 4.0 * beta * beta) - 1.0) / (2.0 * beta)))
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes: sizes of the radial and tangential parts, rest points,
+    and whether the midpoint of the shorter arc between the fixed tokens attracts.
+
+    By symmetry that midpoint is a rest point; it attracts iff the half-separation is
+    below :func:`pull_peak_angle` (beyond it each token's pull weakens with distance).
+    """
+    a_norm = np.linalg.norm(ds.field.values, axis=-1)
+    p_norm = np.linalg.norm(ds.tangent_field.values, axis=-1)
+    t1, t2 = (float(v) for v in ds.attrs["token_angles_deg"])
+    gap = (t2 - t1) % 360.0
+    half = gap / 2 if gap <= 180 else (360.0 - gap) / 2
+    mid = (t1 + gap / 2) % 360.0 if gap <= 180 else (t2 + (360.0 - gap) / 2) % 360.0
+    rest = ds.rest_angle.values
+    mid_idx = int(np.argmin(np.abs((rest - mid + 180.0) % 360.0 - 180.0))) if rest.size else -1
+    return {
+        "midpoint": mid, "half_separation": half,
+        "pull_peak_angle": pull_peak_angle(ds.attrs["beta"]),
+        "midpoint_stable": bool(ds.rest_stable.values[mid_idx]) if mid_idx >= 0 else None,
+        "beta": float(ds.attrs["beta"]),
+        "token_angles": [float(v) for v in ds.attrs["token_angles_deg"]],
+        "min_radial": float(ds.radial_fine.min()),
+        "max_radial": float(ds.radial_fine.max()),
+        "max_tangential": float(np.abs(ds.tangential_fine).max()),
+        "mean_radial_share": float(np.mean(np.abs(ds.radial.values) / a_norm)),
+        "max_abs_dot_x": float(np.abs(np.sum(ds.tangent_field.values * ds.position.values,
+                                             axis=-1)).max()),
+        "max_field_norm": float(a_norm.max()),
+        "max_tangent_norm": float(p_norm.max()),
+        "stable_rest": [float(v) for v, s in zip(ds.rest_angle.values, ds.rest_stable.values) if s],
+        "unstable_rest": [float(v) for v, s in zip(ds.rest_angle.values, ds.rest_stable.values)
+                          if not s],
+    }
+
+
+def plot(ds):
+    """Left: the unnormalised field as arrows on the circle; right: its tangent projection."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    col = palette(10)
+    arrow_c, token_c, rest_c = col[0], col[3], col[2]
+    x = ds.position.values
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5.2))
+    circle = np.linspace(0, 2 * math.pi, 400)
+    label = "A^U" if ds.attrs.get("attention", "unnormalized") == "unnormalized" else "A^S"
+    titles = [rf"(a) ${label}_\beta(X, \mathbf{{X}})$",
+              rf"(b) $P^\perp_X[{label}_\beta(X, \mathbf{{X}})]$"]
+    for ax, var, title in zip(axes, ("field", "tangent_field"), titles):
+        ax.plot(np.cos(circle), np.sin(circle), color="0.6", lw=1)
+        v = ds[var].values
+        # Each panel has its own arrow scale (the longest arrow is 0.8 of the radius);
+        # the true lengths are in the titles.
+        longest = float(np.linalg.norm(v, axis=-1).max())
+        scale = longest / 0.8 if longest > 0 else 1.0
+        ax.quiver(x[:, 0], x[:, 1], v[:, 0], v[:, 1], angles="xy", scale_units="xy",
+                  scale=scale, color=arrow_c, width=0.006, headwidth=3.5, headlength=4,
+                  zorder=4)
+        ax.plot(x[:, 0], x[:, 1], "o", ms=2.5, color="0.3", zorder=3)
+        for k, tok in enumerate(ds.tokens.values, start=1):
+            ax.plot(*tok, "o", ms=10, color=token_c, zorder=5)
+            ax.annotate(rf"$X^{k}$", tok, xytext=(0.78 * tok[0], 0.78 * tok[1]), ha="center",
+                        va="center", fontsize=12, color=token_c)
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.9, 1.9)
+        ax.set_ylim(-1.9, 1.9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for side in ("left", "bottom", "top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.set_title(f"{title}\nlongest arrow: {longest:.2f}", fontsize=11)
+    ax = axes[1]
+    for ang, stable in zip(ds.rest_angle.values, ds.rest_stable.values):
+        pt = _unit(np.deg2rad(ang))
+        ax.plot(*pt, marker="o", ms=8, mfc=rest_c if stable else "white", mec=rest_c, mew=1.5,
+                ls="none", zorder=6)
+    ax.plot([], [], "o", ms=8, color=rest_c, label="stable rest point")
+    ax.plot([], [], "o", ms=8, mfc="white", mec=rest_c, mew=1.5, label="unstable rest point")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9)
+    angles = ", ".join(f"{v:g}°" for v in ds.attrs["token_angles_deg"])
+    fig.suptitle(rf"Attention field on $S^1$ for $\mathbf{{X}} = (X, X^1, X^2)$: "
+                 rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "
+                 rf"$X^1, X^2$ at {angles}", fontsize=11)
+    fig.tight_layout()
+    return fig

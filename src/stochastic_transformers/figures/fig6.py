@@ -1,0 +1,250 @@
+r"""Figure 6: antipodal pairs survive for more than two tokens.
+
+N tokens i.i.d. uniform on :math:`S^{d-1}`, d = 4, pushed through :math:`LT` layers of
+the stochastic model (paper eq. 4) with i.i.d. Gaussian value matrices shared by all
+tokens.  At the horizon T a trajectory *has an antipodal pair* when some pair of tokens
+has :math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`; the figure is the fraction of
+trajectories that do, against :math:`\beta \in [0, 8]`, one curve per N.  Theorem 2
+covers only N = 2; for :math:`N \ge 3` the paper reports simulations (section 5) and
+conjectures that the antipodal configurations are stable.
+
+We also record the fraction of trajectories that are *clustered* at T (every pair
+together or antipodal; a clustered configuration then has one or two clusters) and the
+mean number of clusters (connected components of the "together" graph), and draw the
+exact two-token limit curve of Theorem 2 (:func:`stochastic_transformers.theory.antipodal_probability`)
+as a reference.
+
+Attention is softmax by default (the paper leaves it open): the softmax output is a
+convex combination of unit vectors, so :math:`|A_i| \le 1` and the root-mean-square
+step of a layer, :math:`\sigma|A_i|\sqrt{d/L}`, is at most :math:`\sigma\sqrt{d/L}`
+whatever :math:`\beta`; unnormalised attention grows like :math:`e^{\beta}`, and at
+:math:`\beta = 8`, L = 100 a single layer would move tokens by tens to hundreds of radii,
+far from the diffusion regime.  For N = 2 the two choices
+share the limit law; for :math:`N \ge 3` they do not, so the choice is a parameter.
+
+There is no early stopping for :math:`N \ge 3`: every trajectory runs all
+:math:`LT` layers (the exact :math:`dN` Gaussian path when N < d, the literal one
+otherwise, which costs the same :math:`d^2` normals a layer at d = 4).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import SIMULATION_CODE_VERSION, simulate, theory
+from .._validation import check_choice, check_int, check_real
+from ..classification import has_antipodal_pair, is_clustered, n_clusters
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, default_scheduler, resolve_scale
+
+ID = "fig6"
+#: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
+#: outputs or numbers, so that cached cells of the old version are not reused.
+CELL_VERSION = "1"
+DESCRIPTION = "N >= 3 tokens: P(at least one antipodal pair at T) vs beta for several N, d = 4"
+
+_BETAS = tuple(float(b) for b in np.arange(0.0, 8.0 + 1e-9, 0.5))
+SCALES = {
+    "smoke": dict(n_tokens=(3, 5), betas=(0.0, 2.0, 6.0), n_traj=40, L=20, T=10.0, d=4,
+                  attention="softmax", tol=1e-3, seed=0),
+    "quick": dict(n_tokens=(3, 4, 5, 8), betas=_BETAS, n_traj=200, L=100, T=100.0, d=4,
+                  attention="softmax", tol=1e-3, seed=0),
+    "paper": dict(n_tokens=(3, 4, 5, 8), betas=_BETAS, n_traj=10_000, L=100, T=500.0, d=4,
+                  attention="softmax", tol=1e-3, seed=0),
+}
+
+
+def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
+    """One (N, beta) point: counts of the classifications of ``n_traj`` trajectories at T."""
+    cpu0 = time.process_time()
+    ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
+                  tol=tol, n_threads=cell_threads())
+    cpu = time.process_time() - cpu0
+    g = ds.gram.values
+    anti = has_antipodal_pair(g, tol)
+    clus = is_clustered(g, tol)
+    k = n_clusters(g, tol)
+    return {"n_antipodal_pair": int(anti.sum()), "n_clustered": int(clus.sum()),
+            "n_clustered_antipodal": int((anti & clus).sum()),
+            "sum_n_clusters": int(k.sum()), "n_traj": n_traj,
+            "simulate_s": float(ds.attrs["wall_time_s"]), "simulate_cpu_s": float(cpu)}
+
+
+def check_knobs(knobs):
+    """Validate the knobs of :data:`SCALES` (after overrides); raise ValueError naming one."""
+    out = dict(knobs)
+    for name in ("n_tokens", "betas"):
+        vals = knobs[name]
+        if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__") or len(vals) == 0:
+            raise ValueError(f"{name} must be a non-empty sequence; got {vals!r}")
+    out["n_tokens"] = [check_int("n_tokens", n, 2) for n in knobs["n_tokens"]]
+    out["betas"] = [check_real("betas", b, 0.0) for b in knobs["betas"]]
+    for name in ("n_tokens", "betas"):
+        if len(set(out[name])) != len(out[name]):
+            raise ValueError(f"{name} must not repeat a value; got {knobs[name]!r}")
+    out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
+    out["L"] = check_int("L", knobs["L"], 1)
+    out["T"] = check_real("T", knobs["T"], 0.0, strict_min=True)
+    if abs(out["T"] * out["L"] - round(out["T"] * out["L"])) > 1e-9 * max(1.0, out["T"] * out["L"]):
+        raise ValueError(f"T * L must be a whole number of layers; got T={out['T']}, L={out['L']}")
+    out["d"] = check_int("d", knobs["d"], 2)
+    out["attention"] = check_choice("attention", knobs["attention"], ("softmax", "unnormalized"))
+    out["tol"] = check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
+    out["seed"] = check_int("seed", knobs["seed"], 0)
+    return out
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (N, beta) sweep.
+
+    Returns a dataset over (``n_tokens``, ``beta``) with ``p_antipodal_pair`` and its
+    Wilson 95% band (``p_antipodal_pair_low``, ``p_antipodal_pair_high``),
+    ``p_clustered`` (with band), ``p_two_clusters`` (clustered with an antipodal pair,
+    with band), ``mean_n_clusters``, the raw counts, ``n_traj``, the two-token limit
+    curve ``p_two_token_theory(beta_fine)`` and ``beta_c`` (attribute).
+    """
+    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
+    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "d", "attention", "tol")}
+    ds = run_sweep(cell, {"n_tokens": knobs["n_tokens"], "beta": knobs["betas"]},
+                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
+                   code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
+                   scheduler=default_scheduler(scale, scheduler), progress=progress)
+    return finish(ds, scale)
+
+
+def finish(ds, scale):
+    """Fractions, bands, mean cluster count and the two-token reference curve."""
+    ds = add_fraction(ds, "n_antipodal_pair", "n_traj", "p_antipodal_pair")
+    ds = add_fraction(ds, "n_clustered", "n_traj", "p_clustered")
+    ds = add_fraction(ds, "n_clustered_antipodal", "n_traj", "p_two_clusters")
+    ds["mean_n_clusters"] = ds.sum_n_clusters / ds.n_traj
+    ds.mean_n_clusters.attrs["long_name"] = "mean number of clusters at T"
+    d = int(ds.attrs["fixed_d"])
+    betas = ds.beta.values
+    beta_fine = np.linspace(betas.min(), betas.max(), 161)
+    ds = ds.assign_coords(beta_fine=beta_fine)
+    ds["p_two_token_theory"] = (("beta_fine",), np.asarray(
+        theory.antipodal_probability(np.minimum(beta_fine, theory.BETA_MAX), d), dtype=float),
+        {"long_name": "exact two-token limit P(antipodal) (Theorem 2), same d"})
+    ds.attrs.update(scale=scale, figure=ID, beta_c=float(theory.critical_beta(d)),
+                    attention_note="softmax keeps |A| <= 1, so steps stay small at large beta")
+    return ds
+
+
+def layer_trajectories(knobs) -> float:
+    """Number of (layer, trajectory) steps a run with these knobs makes."""
+    return (len(knobs["n_tokens"]) * len(knobs["betas"]) * knobs["n_traj"]
+            * knobs["L"] * knobs["T"])
+
+
+def cost(ds, scale="paper") -> dict:
+    """What the run cost and what ``scale`` would cost at the same speed.
+
+    ``cpu_s`` is the CPU time of the simulations summed over the cells (what a cluster has
+    to supply; on a shared machine the wall time of a cell, summed in ``cell_wall_s``, is
+    longer).  Speeds are medians over cells of that CPU time per layer per trajectory
+    (the median leaves out the one-off compilation that the first cell of a fresh
+    process pays, which dominates tiny runs): ``per_step_us`` over all cells and
+    ``per_step_us_by_n`` for each N (larger N costs more).  The projection for ``scale``
+    uses the speed of each N where this run has it, the overall median otherwise;
+    ``{scale}_longest_cell_min`` is the slowest point, about the wall time of a cluster
+    with one worker per point.
+    """
+    n_layers = int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
+    steps = float(ds.n_traj.sum()) * n_layers
+    rate = ds.simulate_cpu_s / (ds.n_traj * n_layers)
+    per_step = float(np.median(rate.values))
+    by_n = {int(n): float(rate.sel(n_tokens=n).median()) for n in ds.n_tokens.values}
+    k = SCALES[scale]
+    cell_steps = k["n_traj"] * k["L"] * k["T"]
+    cell_s = [by_n.get(int(n), per_step) * cell_steps for n in k["n_tokens"]
+              for _ in k["betas"]]
+    return {"cpu_s": float(ds.simulate_cpu_s.sum()),
+            "cell_wall_s": float(ds.attrs.get("cell_time_s", np.nan)),
+            "wall_s": float(ds.attrs.get("wall_time_s", np.nan)),
+            "per_step_us": 1e6 * per_step, "per_step_us_by_n": {n: 1e6 * r for n, r in by_n.items()},
+            "steps": steps, f"{scale}_steps": layer_trajectories(k),
+            f"{scale}_cpu_h": sum(cell_s) / 3600.0, f"{scale}_cells": len(cell_s),
+            f"{scale}_cell_cpu_min": sum(cell_s) / len(cell_s) / 60.0,
+            f"{scale}_longest_cell_min": max(cell_s) / 60.0}
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes."""
+    betas = ds.beta.values
+    out = {"n_traj": int(ds.n_traj.values.max()), "betas": [float(b) for b in betas],
+           "n_tokens": [int(n) for n in ds.n_tokens.values],
+           "beta_c": float(ds.attrs["beta_c"])}
+    per_n = {}
+    for n in ds.n_tokens.values:
+        sub = ds.sel(n_tokens=n)
+        p = sub.p_antipodal_pair.values
+        i_max = int(np.argmax(p))
+        positive = betas[sub.p_antipodal_pair_low.values > 0]
+        per_n[int(n)] = {
+            "p_at_beta0": float(p[0]),
+            "p_max": float(p[i_max]), "beta_at_max": float(betas[i_max]),
+            "p_last": float(p[-1]), "low_last": float(sub.p_antipodal_pair_low.values[-1]),
+            "high_last": float(sub.p_antipodal_pair_high.values[-1]),
+            "first_beta_positive": float(positive.min()) if positive.size else float("nan"),
+            "min_clustered": float(sub.p_clustered.min()),
+            "beta_min_clustered": float(betas[int(np.argmin(sub.p_clustered.values))]),
+            "mean_clusters_last": float(sub.mean_n_clusters.values[-1]),
+            "mean_clusters_max": float(sub.mean_n_clusters.max()),
+        }
+    out["per_n"] = per_n
+    last = ds.isel(beta=-1)
+    out["increasing_in_n_at_last_beta"] = bool(np.all(np.diff(last.p_antipodal_pair.values) >= 0))
+    theory_last = float(ds.p_two_token_theory.values[-1])
+    out["two_token_theory_last"] = theory_last
+    out["min_clustered"] = float(ds.p_clustered.min())
+    return out
+
+
+def plot(ds):
+    """(a) P(antipodal pair at T) vs beta per N; (b) fraction clustered; (c) mean clusters."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    n_vals = ds.n_tokens.values
+    colours = palette(len(n_vals))
+    fig = plt.figure(figsize=(10, 7.2))
+    gs = fig.add_gridspec(2, 2, height_ratios=[1.5, 1])
+    ax = fig.add_subplot(gs[0, :])
+    axc = fig.add_subplot(gs[1, 0])
+    axk = fig.add_subplot(gs[1, 1], sharex=axc)
+    for colour, n in zip(colours, n_vals):
+        sub = ds.sel(n_tokens=n)
+        ax.fill_between(sub.beta, sub.p_antipodal_pair_low, sub.p_antipodal_pair_high,
+                        color=colour, alpha=0.22, lw=0)
+        ax.plot(sub.beta, sub.p_antipodal_pair, "o-", ms=3.5, lw=1.3, color=colour,
+                label=f"N = {n}")
+        axc.fill_between(sub.beta, sub.p_clustered_low, sub.p_clustered_high, color=colour,
+                         alpha=0.22, lw=0)
+        axc.plot(sub.beta, sub.p_clustered, "o-", ms=3, lw=1.1, color=colour)
+        axk.plot(sub.beta, sub.mean_n_clusters, "o-", ms=3, lw=1.1, color=colour)
+    ax.plot(ds.beta_fine, ds.p_two_token_theory, color="0.35", ls=":", lw=1.5,
+            label="N = 2, exact limit (Thm 2)")
+    ax.axvline(ds.attrs["beta_c"], color="0.5", ls="--", lw=1,
+               label=rf"$\beta_c(d)$ = {ds.attrs['beta_c']:.2f}")
+    ax.set_ylabel(r"$P(\mathrm{at\ least\ one\ antipodal\ pair\ at\ } T)$")
+    ax.set_xlabel(r"$\beta$")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(ncol=3, fontsize=8.5, loc="upper left")
+    ax.set_title("(a) antipodal pairs at the horizon (shaded: Wilson 95% interval)", fontsize=10)
+    axc.set_ylabel(r"$P(\mathrm{clustered\ at\ } T)$")
+    axc.set_xlabel(r"$\beta$")
+    axc.set_ylim(max(-0.02, float(ds.p_clustered_low.min()) - 0.05), 1.02)
+    axc.set_title("(b) every pair together or antipodal", fontsize=10)
+    axk.set_ylabel("mean number of clusters at T")
+    axk.set_xlabel(r"$\beta$")
+    axk.set_title("(c) clusters = groups of tokens together", fontsize=10)
+    n = int(ds.n_traj.values.max())
+    fig.suptitle(f"Many tokens: d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} "
+                 f"attention, L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "
+                 f"{n:,} trajectories per point", fontsize=10)
+    fig.tight_layout()
+    return fig

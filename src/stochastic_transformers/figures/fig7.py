@@ -1,0 +1,295 @@
+r"""Figure 7: antipodal structure, once formed, persists.
+
+Same model as Figure 6 (N tokens i.i.d. uniform on :math:`S^{d-1}`, d = 4, i.i.d.
+Gaussian value matrices shared by all tokens, :math:`LT` layers), at a few large
+:math:`\beta`.  Every trajectory's Gram matrix is recorded on a logarithmic grid of
+times in one run (``simulate(..., times=...)``), and at each recorded time we count the
+trajectories with at least one antipodal pair
+(:math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`).  The paper (section 5) reports
+that at large :math:`\beta` clustering happens well before T = 500 and that the
+fraction with antipodal structure then stays put.
+
+A constant *fraction* could hide trajectories that trade places (some lose their
+antipodal pair while others gain one), so each cell also follows every trajectory:
+
+* ``n_lost(time)``: had an antipodal pair at that time but not at T;
+* ``n_gained(time)``: had none at that time but one at T;
+* ``n_unsettled(time)``: the status at some recorded time at or after ``time`` differs
+  from the status at T (a survival curve: once it reaches zero every trajectory has
+  kept its final status ever since);
+* ``n_split(time, minority)``: clustered into two antipodal groups, the smaller of
+  which has ``minority`` tokens (1 to N // 2).  With equal groups and softmax attention
+  every token receives exactly the attention of a two-token antipodal pair; unequal
+  groups have no two-token counterpart, and they need not be equally long-lived.
+
+Attention is softmax by default, for the reason given in Figure 6.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import SIMULATION_CODE_VERSION, simulate
+from .._validation import check_choice, check_int, check_real
+from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, default_scheduler, resolve_scale
+
+ID = "fig7"
+#: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
+#: outputs or numbers, so that cached cells of the old version are not reused.
+CELL_VERSION = "1"
+DESCRIPTION = "persistence: fraction of trajectories with an antipodal pair vs time, large beta"
+
+SCALES = {
+    "smoke": dict(betas=(4.0, 8.0), n_tokens=4, n_traj=40, L=10, T=20.0, t_min=0.1, n_times=8,
+                  d=4, attention="softmax", tol=1e-3, seed=0),
+    "quick": dict(betas=(4.0, 6.0, 8.0), n_tokens=4, n_traj=300, L=100, T=500.0, t_min=0.1,
+                  n_times=40, d=4, attention="softmax", tol=1e-3, seed=0),
+    "paper": dict(betas=(4.0, 6.0, 8.0), n_tokens=4, n_traj=10_000, L=100, T=500.0, t_min=0.1,
+                  n_times=40, d=4, attention="softmax", tol=1e-3, seed=0),
+}
+
+
+def time_grid(t_min, T, n_times, L):
+    """About ``n_times`` log-spaced times from ``t_min`` to ``T`` on the layer grid (1/L).
+
+    Rounded to whole layers and deduplicated, so the grid can be a little shorter;
+    ``T`` is always the last time.
+    """
+    raw = np.geomspace(t_min, T, n_times)
+    layers = np.unique(np.clip(np.rint(raw * L), 1, round(T * L)).astype(np.int64))
+    return [float(x) for x in layers / L]
+
+
+def cell(*, beta, n_tokens, n_traj, L, T, times, d, attention, tol, seed):
+    """One beta: counts over time of ``n_traj`` trajectories (antipodal pair, clustered, ...)."""
+    cpu0 = time.process_time()
+    ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
+                  tol=tol, times=times, n_threads=cell_threads())
+    cpu = time.process_time() - cpu0
+    g = ds.gram_t.values                         # (trajectory, time, N, N)
+    anti = has_antipodal_pair(g, tol)            # (trajectory, time)
+    final = anti[:, -1:]
+    differs = anti != final
+    # unsettled at t: differs at some recorded time s >= t (reverse cumulative "or")
+    unsettled = np.logical_or.accumulate(differs[:, ::-1], axis=1)[:, ::-1]
+    clustered = is_clustered(g, tol)
+    two_groups = clustered & anti                # clustered with an antipodal pair
+    k = together(g, tol)[..., 0, :].sum(axis=-1)  # size of token 0's group
+    minority = np.minimum(k, n_tokens - k)
+    n_split = np.stack([(two_groups & (minority == m)).sum(axis=0)
+                        for m in range(1, n_tokens // 2 + 1)], axis=-1)
+    return {"n_antipodal_pair": anti.sum(axis=0), "n_clustered": clustered.sum(axis=0),
+            "n_split": n_split,
+            "sum_n_clusters": n_clusters(g, tol).sum(axis=0),
+            "n_lost": (anti & ~final).sum(axis=0), "n_gained": (~anti & final).sum(axis=0),
+            "n_unsettled": unsettled.sum(axis=0), "n_traj": n_traj,
+            "simulate_s": float(ds.attrs["wall_time_s"]), "simulate_cpu_s": float(cpu)}
+
+
+def check_knobs(knobs):
+    """Validate the knobs of :data:`SCALES` (after overrides); raise ValueError naming one."""
+    out = dict(knobs)
+    vals = knobs["betas"]
+    if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__") or len(vals) == 0:
+        raise ValueError(f"betas must be a non-empty sequence; got {vals!r}")
+    out["betas"] = [check_real("betas", b, 0.0) for b in vals]
+    if len(set(out["betas"])) != len(out["betas"]):
+        raise ValueError(f"betas must not repeat a value; got {vals!r}")
+    out["n_tokens"] = check_int("n_tokens", knobs["n_tokens"], 2)
+    out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
+    out["L"] = check_int("L", knobs["L"], 1)
+    out["T"] = check_real("T", knobs["T"], 0.0, strict_min=True)
+    if abs(out["T"] * out["L"] - round(out["T"] * out["L"])) > 1e-9 * max(1.0, out["T"] * out["L"]):
+        raise ValueError(f"T * L must be a whole number of layers; got T={out['T']}, L={out['L']}")
+    out["t_min"] = check_real("t_min", knobs["t_min"], 0.0, out["T"], strict_min=True)
+    out["n_times"] = check_int("n_times", knobs["n_times"], 2)
+    out["d"] = check_int("d", knobs["d"], 2)
+    out["attention"] = check_choice("attention", knobs["attention"], ("softmax", "unnormalized"))
+    out["tol"] = check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
+    out["seed"] = check_int("seed", knobs["seed"], 0)
+    return out
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run one long simulation per beta, recorded on a log time grid.
+
+    Returns a dataset over (``beta``, ``time``) with ``p_antipodal_pair`` and its
+    Wilson 95% band (``_low``, ``_high``), ``p_clustered`` (with band),
+    ``mean_n_clusters``, ``p_unsettled`` (with band), ``p_lost``, ``p_gained``, the raw
+    counts, ``p_split(beta, time, minority)`` (clustered into two antipodal groups
+    whose smaller one has ``minority`` tokens, with band) and ``n_traj(beta)``.
+    """
+    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
+    times = time_grid(knobs["t_min"], knobs["T"], knobs["n_times"], knobs["L"])
+    fixed = {k: knobs[k] for k in ("n_tokens", "n_traj", "L", "T", "d", "attention", "tol")}
+    fixed["times"] = times
+    per_time = ("n_antipodal_pair", "n_clustered", "sum_n_clusters", "n_lost", "n_gained",
+                "n_unsettled")
+    ds = run_sweep(cell, {"beta": knobs["betas"]}, fixed=fixed, seed=knobs["seed"],
+                   name=f"{ID}-{scale}", cache_dir=cache_dir,
+                   code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
+                   scheduler=default_scheduler(scale, scheduler), progress=progress,
+                   output_dims={**{v: ("time",) for v in per_time},
+                                "n_split": ("time", "minority")},
+                   output_coords={"time": times,
+                                  "minority": list(range(1, knobs["n_tokens"] // 2 + 1))})
+    return finish(ds, scale)
+
+
+def finish(ds, scale):
+    """Fractions and bands from the raw counts."""
+    for name in ("antipodal_pair", "clustered", "unsettled", "lost", "gained"):
+        ds = add_fraction(ds, f"n_{name}", "n_traj", f"p_{name}")
+    ds["mean_n_clusters"] = ds.sum_n_clusters / ds.n_traj
+    ds = add_fraction(ds, "n_split", "n_traj", "p_split")
+    ds.minority.attrs["long_name"] = "tokens in the smaller of the two antipodal groups"
+    ds.time.attrs["long_name"] = "time t = layer / L"
+    ds.attrs.update(scale=scale, figure=ID)
+    return ds
+
+
+def cost(ds, scale="paper") -> dict:
+    """What the run cost and what ``scale`` would cost at the same speed.
+
+    ``cpu_s`` is the CPU time of the simulations summed over the cells (``cell_wall_s``
+    their wall time); ``per_step_us`` the median over cells of that CPU time per layer
+    per trajectory (recording the Gram matrices on the time grid adds little).  One cell per beta, so a cluster runs at most
+    ``len(betas)`` cells at once: ``{scale}_cell_cpu_min`` is also about the wall time.
+    """
+    n_layers = int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
+    steps = float(ds.n_traj.sum()) * n_layers
+    per_step = float(np.median(ds.simulate_cpu_s.values / (ds.n_traj.values * n_layers)))
+    k = SCALES[scale]
+    cells = len(k["betas"])
+    target = cells * k["n_traj"] * k["L"] * k["T"]
+    return {"cpu_s": float(ds.simulate_cpu_s.sum()),
+            "cell_wall_s": float(ds.attrs.get("cell_time_s", np.nan)),
+            "wall_s": float(ds.attrs.get("wall_time_s", np.nan)),
+            "per_step_us": 1e6 * per_step, "steps": steps, f"{scale}_steps": target,
+            f"{scale}_cpu_h": per_step * target / 3600.0, f"{scale}_cells": cells,
+            f"{scale}_cell_cpu_min": per_step * target / 60.0 / cells}
+
+
+def summary(ds, t_ref=None) -> dict:
+    """Numbers the notebook quotes, per beta.
+
+    ``t_ref`` (default T/10) is the time from which persistence is measured:
+    ``p_ref`` and ``p_final`` are the fractions with an antipodal pair at ``t_ref`` and
+    at T, ``lost``/``gained`` the trajectories that changed status in between, and
+    ``max_dev_after_ref`` the largest distance of the fraction from its final value over
+    recorded times >= ``t_ref``.  ``t_settle_99`` is the first recorded time from which
+    at most 1% of the trajectories ever change status again; ``t_clustered_95`` the
+    first time at which 95% are clustered.
+    """
+    times = ds.time.values
+    T = float(times[-1])
+    t_ref = T / 10 if t_ref is None else float(t_ref)
+    i_ref = int(np.searchsorted(times, t_ref))
+    i_ref = min(i_ref, times.size - 1)
+    out = {"n_traj": int(ds.n_traj.values.max()), "T": T, "t_ref": float(times[i_ref]),
+           "n_tokens": int(ds.attrs["fixed_n_tokens"]), "per_beta": {}}
+    for b in ds.beta.values:
+        sub = ds.sel(beta=b)
+        p = sub.p_antipodal_pair.values
+        unsettled = sub.p_unsettled.values
+        settled = np.nonzero(unsettled <= 0.01)[0]
+        clustered = np.nonzero(sub.p_clustered.values >= 0.95)[0]
+        out["per_beta"][float(b)] = {
+            "p_ref": float(p[i_ref]), "p_final": float(p[-1]),
+            "low_final": float(sub.p_antipodal_pair_low.values[-1]),
+            "high_final": float(sub.p_antipodal_pair_high.values[-1]),
+            "lost": int(sub.n_lost.values[i_ref]), "gained": int(sub.n_gained.values[i_ref]),
+            "max_dev_after_ref": float(np.max(np.abs(p[i_ref:] - p[-1]))),
+            "t_settle_99": float(times[settled[0]]) if settled.size else float("nan"),
+            "t_clustered_95": float(times[clustered[0]]) if clustered.size else float("nan"),
+            "p_clustered_final": float(sub.p_clustered.values[-1]),
+            "split_ref": {int(m): int(sub.n_split.values[i_ref, j])
+                          for j, m in enumerate(ds.minority.values)},
+            "split_final": {int(m): int(sub.n_split.values[-1, j])
+                            for j, m in enumerate(ds.minority.values)},
+        }
+    return out
+
+
+def split_drop(ds, beta, t_ref=None) -> dict:
+    """Per group split ``m``: how many two-group configurations at ``t_ref`` (default
+    T/10) and at T, the relative drop and its binomial standard error.
+
+    Used to compare runs that differ only in ``L`` (a discretisation check): the same
+    relative drop at a finer step says the losses belong to the dynamics, not the step.
+    """
+    times = ds.time.values
+    t_ref = times[-1] / 10 if t_ref is None else float(t_ref)
+    i_ref = min(int(np.searchsorted(times, t_ref)), times.size - 1)
+    sub = ds.sel(beta=beta)
+    out = {}
+    for j, m in enumerate(ds.minority.values):
+        ref, fin = int(sub.n_split.values[i_ref, j]), int(sub.n_split.values[-1, j])
+        drop = (ref - fin) / ref if ref > 0 else float("nan")
+        se = math.sqrt(max(drop * (1 - drop), 0.0) / ref) if ref > 0 else float("nan")
+        out[int(m)] = {"ref": ref, "final": fin, "drop": drop, "se": se,
+                       "t_ref": float(times[i_ref]), "L": int(ds.attrs["fixed_L"])}
+    return out
+
+
+def plot(ds):
+    """(a) fraction with an antipodal pair (and clustered) vs time; (b) trajectories not
+    yet settled; (c) the two-group antipodal configurations by the size of the smaller group."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    betas = ds.beta.values
+    colours = palette(len(betas))
+    styles = ["-", "--", ":", "-."]
+    fig, (ax, axu, axs) = plt.subplots(1, 3, figsize=(15, 4.6))
+    t = ds.time.values
+    n_tok = int(ds.attrs["fixed_n_tokens"])
+    for colour, b in zip(colours, betas):
+        sub = ds.sel(beta=b)
+        ax.fill_between(t, sub.p_antipodal_pair_low, sub.p_antipodal_pair_high, color=colour,
+                        alpha=0.25, lw=0)
+        ax.plot(t, sub.p_antipodal_pair, "-", lw=1.6, color=colour, label=rf"$\beta$ = {b:g}")
+        ax.plot(t, sub.p_clustered, "--", lw=1.0, color=colour)
+        axu.fill_between(t, sub.p_unsettled_low, sub.p_unsettled_high, color=colour, alpha=0.25,
+                         lw=0)
+        axu.plot(t, sub.p_unsettled, "-", lw=1.6, color=colour, label=rf"$\beta$ = {b:g}")
+        for j, m in enumerate(ds.minority.values):
+            ss = sub.sel(minority=m)
+            axs.fill_between(t, ss.p_split_low, ss.p_split_high, color=colour, alpha=0.15, lw=0)
+            axs.plot(t, ss.p_split, styles[j % len(styles)], lw=1.4, color=colour)
+    ax.plot([], [], "-", color="0.3", lw=1.6, label="at least one antipodal pair")
+    ax.plot([], [], "--", color="0.3", lw=1.0, label="clustered")
+    for colour, b in zip(colours, betas):
+        axs.plot([], [], "-", color=colour, lw=1.6, label=rf"$\beta$ = {b:g}")
+    for j, m in enumerate(ds.minority.values):
+        axs.plot([], [], styles[j % len(styles)], color="0.3", lw=1.4,
+                 label=f"{m} vs {n_tok - m} tokens")
+    for a in (ax, axu, axs):
+        a.set_xscale("log")
+        a.set_xlabel(r"time $t$ (= layer / L)")
+        a.set_xlim(t[0], t[-1])
+    for a in (ax, axu):
+        a.set_ylim(-0.02, 1.02)
+    axs.set_ylim(-0.02, min(1.02, float(ds.p_split_high.max()) + 0.1))
+    ax.set_ylabel("fraction of trajectories")
+    ax.set_title("(a) antipodal structure and clustering over time", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    axu.set_ylabel("fraction whose status still changes after t")
+    axu.set_title("(b) not yet settled (antipodal pair or not, vs at T)", fontsize=10)
+    axu.legend(fontsize=8, loc="upper right")
+    axs.set_ylabel("fraction of trajectories")
+    axs.set_title("(c) two antipodal groups, by group sizes", fontsize=10)
+    axs.legend(fontsize=8, loc="upper left", ncol=2)
+    n = int(ds.n_traj.values.max())
+    fig.suptitle(f"Persistence: N = {n_tok}, d = {ds.attrs['fixed_d']}, "
+                 f"{ds.attrs['fixed_attention']} attention, L = {ds.attrs['fixed_L']}, "
+                 f"T = {ds.attrs['fixed_T']:g}, {n:,} trajectories per beta "
+                 "(shaded: Wilson 95% interval)", fontsize=10)
+    fig.tight_layout()
+    return fig
