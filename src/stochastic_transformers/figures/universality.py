@@ -1,0 +1,448 @@
+r"""Universality: the two-token outcome law does not depend on the law of V.
+
+Theorem 1 of the paper assumes i.i.d. value entries that are centred, of variance
+:math:`\sigma^2` and bounded (its Assumption 1); under it the depth limit, and therefore
+the exact two-token curve :math:`P(\text{antipodal}\mid\beta, d)`
+(:func:`stochastic_transformers.theory.antipodal_probability`), is the same for
+uniform (on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`) and Rademacher (:math:`\pm\sigma`)
+entries, and it is the limit of the Gaussian model the paper simulates (Gaussian
+entries are not bounded, but their model has this same diffusion limit: Lemma 4).
+The paper states the universality but shows no simulation of it.
+
+We simulate the discrete two-token model at one dimension for the three laws and
+compare each with the limit curve (deviation in standard errors) and with each
+other (a chi-square test of homogeneity of the 3 x 2 table laws x {antipodal, not}
+at every beta, and their sum over beta).
+
+**Methods.**  Gaussian values run on the exact overlap chain (seven random numbers a
+layer, exact in law for the Gaussian model); uniform and Rademacher values need the
+``literal`` method, a full d x d matrix of the requested law every layer.  Neither
+uses early stopping: every trajectory runs :math:`LT` layers and is classified at
+T with tolerance ``tol``; the fraction still unclustered at T is kept and reported.
+(``gaussian_method="literal"`` runs the Gaussian law through the literal method too.)
+
+**Finite L.**  At finite depth scale the three discrete models differ (the law of V
+enters through its higher moments, at order 1/L); only the limit is universal.  A
+second, smaller sweep at one beta runs several L for the three laws to show that
+they converge to the same limit value.
+
+**Finite T.**  Just below :math:`\beta_c` the pole -1 repels only weakly, so at T some
+trajectories may still sit within ``tol`` of it although the limit never ends there.
+For those betas a third sweep runs the Gaussian chain to ``T * horizon_factors`` to
+show the fraction decaying with the horizon.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import xarray as xr
+
+from .. import simulate, theory
+from .._validation import check_choice, check_int, check_real
+from ..classification import outcome_counts
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, default_scheduler, resolve_scale
+
+ID = "universality"
+DESCRIPTION = ("two tokens: P(antipodal) vs beta for Gaussian, uniform and Rademacher values "
+               "against the limit curve (Theorem 1's universality)")
+
+LAWS = ("gaussian", "uniform", "rademacher")
+
+_COMMON = dict(d=4, values=LAWS, attention="softmax", tol=1e-3, gaussian_method="overlap_chain",
+               horizon_factors=(1, 2, 4), seed=0)
+SCALES = {
+    "smoke": dict(_COMMON, betas=(0.0, 0.5, 1.0), L=10, T=10.0, n_traj=300,
+                  convergence_beta=1.0, convergence_Ls=(5,), convergence_n_traj=300),
+    "quick": dict(_COMMON, betas=(0.0, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0), L=20, T=30.0,
+                  n_traj=4000, convergence_beta=1.0, convergence_Ls=(5, 10, 50),
+                  convergence_n_traj=4000),
+    "paper": dict(_COMMON, betas=tuple(np.round(np.arange(0.0, 4.01, 0.25), 2)), L=100,
+                  T=100.0, n_traj=40_000, convergence_beta=1.0,
+                  convergence_Ls=(5, 10, 20, 50, 200), convergence_n_traj=40_000),
+}
+
+
+def cell(*, values, beta, L, T, d, n_traj, attention, tol, gaussian_method, seed):
+    """One (law, beta, L) point: outcome counts of ``n_traj`` two-token trajectories at T."""
+    start = time.perf_counter()
+    method = gaussian_method if values == "gaussian" else "literal"
+    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, values=values,
+                  method=method, seed=seed, tol=tol, n_threads=cell_threads(),
+                  **({"stop_level": 0.0} if method == "overlap_chain" else {}))
+    counts = outcome_counts(ds, tol=tol)
+    return {"n_single": counts["single"], "n_antipodal": counts["antipodal"],
+            "n_unclustered": counts["unclustered"], "n_traj": n_traj,
+            "elapsed_s": time.perf_counter() - start}
+
+
+def horizon_cell(*, beta, L, T, d, n_traj, attention, tol, horizon_factors, seed):
+    """Gaussian overlap chain at one beta: outcome counts at the times ``T * horizon_factors``.
+
+    Used below beta_c, where the limit never ends antipodal but a finite horizon may
+    still hold trajectories within ``tol`` of the weakly repelling pole -1.
+    """
+    start = time.perf_counter()
+    times = [T * f for f in horizon_factors]
+    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=max(times), attention=attention,
+                  seed=seed, tol=tol, times=times, stop_level=0.0, n_threads=cell_threads())
+    counts = [outcome_counts(ds, tol=tol, time=t) for t in times]
+    return {"n_antipodal": np.array([c["antipodal"] for c in counts]),
+            "n_unclustered": np.array([c["unclustered"] for c in counts]),
+            "n_traj": n_traj, "elapsed_s": time.perf_counter() - start}
+
+
+def _check_knobs(knobs):
+    """Validate every knob before any compute; each error names its knob."""
+    k = dict(knobs)
+    k["d"] = check_int("d", k["d"], 2)
+    k["L"] = check_int("L", k["L"], 1)
+    k["T"] = check_real("T", k["T"], 0.0, strict_min=True)
+    k["n_traj"] = check_int("n_traj", k["n_traj"], 1)
+    check_choice("attention", k["attention"], ("softmax", "unnormalized"))
+    check_choice("gaussian_method", k["gaussian_method"], ("overlap_chain", "literal"))
+    k["tol"] = check_real("tol", k["tol"], 0.0, 1.0, strict_min=True)
+    k["seed"] = check_int("seed", k["seed"], 0)
+    laws = tuple(k["values"])
+    if len(laws) == 0 or len(set(laws)) != len(laws):
+        raise ValueError(f"values must be distinct laws from {LAWS}; got {k['values']}")
+    for law in laws:
+        check_choice("values", law, LAWS)
+    k["values"] = laws
+    betas = tuple(float(check_real("betas", b, 0.0, 300.0)) for b in k["betas"])
+    if len(betas) == 0 or len(set(betas)) != len(betas):
+        raise ValueError(f"betas must hold distinct values >= 0; got {k['betas']}")
+    k["betas"] = tuple(sorted(betas))
+    for name, L in [("L", k["L"])] + [("convergence_Ls", x) for x in k["convergence_Ls"]]:
+        if abs(k["T"] * L - round(k["T"] * L)) > 1e-9 * max(1.0, k["T"] * L):
+            raise ValueError(f"T * {name} must be a whole number of layers; got T={k['T']}, "
+                             f"{name}={L}")
+    if k["convergence_beta"] is not None:
+        k["convergence_beta"] = check_real("convergence_beta", k["convergence_beta"], 0.0, 300.0)
+    c_ls = tuple(check_int("convergence_Ls", x, 1) for x in k["convergence_Ls"])
+    if len(set(c_ls)) != len(c_ls):
+        raise ValueError(f"convergence_Ls must hold distinct integers; got {k['convergence_Ls']}")
+    k["convergence_Ls"] = tuple(sorted(c_ls))
+    k["convergence_n_traj"] = check_int("convergence_n_traj", k["convergence_n_traj"], 1)
+    factors = tuple(float(check_real("horizon_factors", f, 0.0, strict_min=True))
+                    for f in k["horizon_factors"])
+    if list(factors) != sorted(set(factors)):
+        raise ValueError(f"horizon_factors must be increasing values > 0; got "
+                         f"{k['horizon_factors']}")
+    for f in factors:
+        if abs(k["T"] * f * k["L"] - round(k["T"] * f * k["L"])) > 1e-9 * max(1.0, k["T"] * k["L"]):
+            raise ValueError(f"horizon_factors: T * {f:g} is not a whole number of layers at "
+                             f"L = {k['L']}")
+    k["horizon_factors"] = factors
+    return k
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (law, beta) sweep at L, and the (law, L) sweep at ``convergence_beta``.
+
+    Returns a dataset with ``p_antipodal(values, beta)`` and its Wilson 95% band
+    (``_low``, ``_high``), ``p_single``, ``p_unclustered``, ``p_theory(beta)`` and the
+    curve ``p_theory_fine(beta_fine)``, ``z_score(values, beta)`` (deviation from the
+    limit in standard errors), ``max_abs_z(values)``, the homogeneity test
+    ``chi2_between_laws(beta)``, ``dof_between_laws(beta)``, ``p_value_between_laws(beta)``
+    and their sums over beta, ``z_vs_gaussian(values, beta)`` (two-proportion z), and,
+    when ``convergence_beta`` is set, ``p_antipodal_L(values, L_conv)`` with its band and
+    ``p_theory_conv``; for the betas strictly between 0 and beta_c (where the limit never
+    ends antipodal), ``p_antipodal_horizon(beta_below_c, horizon)`` and
+    ``p_unclustered_horizon`` of the Gaussian chain at the times ``T * horizon_factors``.
+    """
+    knobs = _check_knobs(resolve_scale(SCALES, scale, overrides))
+    sched = default_scheduler(scale, scheduler)
+    fixed = {k: knobs[k] for k in ("L", "T", "d", "n_traj", "attention", "tol",
+                                   "gaussian_method")}
+    ds = run_sweep(cell, {"values": list(knobs["values"]), "beta": list(knobs["betas"])},
+                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
+                   scheduler=sched, progress=progress)
+    conv = None
+    c_beta, c_ls = knobs["convergence_beta"], [x for x in knobs["convergence_Ls"]
+                                               if x != knobs["L"]]
+    if c_beta is not None and c_ls:
+        fixed_c = dict(fixed, beta=c_beta, n_traj=knobs["convergence_n_traj"])
+        del fixed_c["L"]
+        conv = run_sweep(cell, {"values": list(knobs["values"]), "L": c_ls}, fixed=fixed_c,
+                         seed=knobs["seed"], name=f"{ID}-{scale}-L", cache_dir=cache_dir,
+                         scheduler=sched, progress=progress)
+    horizon = None
+    below = [b for b in knobs["betas"] if 0.0 < b < theory.critical_beta(knobs["d"])]
+    if below and len(knobs["horizon_factors"]) > 0 and "gaussian" in knobs["values"]:
+        fixed_h = {k: knobs[k] for k in ("L", "T", "d", "n_traj", "attention", "tol")}
+        fixed_h["horizon_factors"] = list(knobs["horizon_factors"])
+        horizon = run_sweep(horizon_cell, {"beta": below}, fixed=fixed_h, seed=knobs["seed"],
+                            name=f"{ID}-{scale}-horizon", cache_dir=cache_dir, scheduler=sched,
+                            progress=progress, output_dims={"n_antipodal": ("horizon",),
+                                                            "n_unclustered": ("horizon",)},
+                            output_coords={"horizon": [knobs["T"] * f for f in
+                                                       knobs["horizon_factors"]]})
+    return finish(ds, conv, knobs, scale, horizon)
+
+
+def homogeneity_test(counts, totals):
+    r"""Chi-square test that several binomial samples share one success probability.
+
+    ``counts`` and ``totals`` have shape (n_groups, ...): for every trailing index the
+    (n_groups x 2) table of successes and failures is tested with Pearson's statistic,
+    :math:`n_{groups} - 1` degrees of freedom.  A column with no entries (every sample
+    all-success or all-failure) carries no information: statistic 0, 0 degrees of
+    freedom, p-value 1.
+
+    Returns ``(statistic, dof, p_value)`` with the trailing shape.
+    """
+    from scipy import stats
+
+    k = np.asarray(counts, dtype=float)
+    n = np.asarray(totals, dtype=float)
+    if k.shape != n.shape or k.ndim < 1 or k.shape[0] < 2:
+        raise ValueError("counts and totals must have the same shape (n_groups >= 2, ...)")
+    if np.any(k < 0) or np.any(k > n):
+        raise ValueError("counts must lie between 0 and totals")
+    table = np.stack([k, n - k], axis=-1)  # (g, ..., 2)
+    row = table.sum(-1, keepdims=True)
+    col = table.sum(0, keepdims=True)
+    grand = table.sum((0, -1), keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = row * col / grand
+        terms = np.where(expected > 0, (table - expected) ** 2 / np.where(expected > 0,
+                                                                            expected, 1.0), 0.0)
+    stat = terms.sum((0, -1))
+    informative = np.all(col[0] > 0, axis=-1)
+    dof = np.where(informative, k.shape[0] - 1, 0)
+    stat = np.where(informative, stat, 0.0)
+    p = np.where(dof > 0, stats.chi2.sf(stat, np.maximum(dof, 1)), 1.0)
+    return stat, dof, p
+
+
+def two_proportion_z(k1, n1, k2, n2):
+    """Pooled two-proportion z statistic (k1/n1 - k2/n2) / se; 0 where both are 0 or 1."""
+    k1, n1, k2, n2 = (np.asarray(x, dtype=float) for x in (k1, n1, k2, n2))
+    pooled = (k1 + k2) / (n1 + n2)
+    se = np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(se > 0, (k1 / n1 - k2 / n2) / np.where(se > 0, se, 1.0), 0.0)
+
+
+def finish(ds, conv, knobs, scale, horizon=None):
+    """Fractions, bands, theory, deviations and the between-law tests from the raw counts."""
+    from scipy import stats
+
+    from .fig3 import agreement_z
+
+    d = knobs["d"]
+    for outcome in ("antipodal", "single", "unclustered"):
+        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    betas = ds.beta.values
+    ds["p_theory"] = (("beta",), np.asarray(theory.antipodal_probability(betas, d), dtype=float))
+    beta_fine = np.linspace(min(betas.min(), 0.0), betas.max(), 241)
+    ds = ds.assign_coords(beta_fine=beta_fine)
+    ds["p_theory_fine"] = (("beta_fine",),
+                           np.asarray(theory.antipodal_probability(beta_fine, d), dtype=float))
+    ds["beta_c"] = float(theory.critical_beta(d))
+    ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory.broadcast_like(
+        ds.n_antipodal)).transpose("values", "beta")
+    ds["max_abs_z"] = np.abs(ds.z_score).max("beta")
+    ds["beta_of_max_abs_z"] = ds.beta[np.abs(ds.z_score).argmax("beta")].drop_vars("beta")
+    if ds["values"].size >= 2:
+        stat, dof, p = homogeneity_test(ds.n_antipodal.values, ds.n_traj.values)
+    else:  # one law: nothing to compare
+        stat, dof, p = (np.zeros(betas.size), np.zeros(betas.size, dtype=int),
+                        np.ones(betas.size))
+    ds["chi2_between_laws"] = (("beta",), stat)
+    ds["dof_between_laws"] = (("beta",), dof)
+    ds["p_value_between_laws"] = (("beta",), p)
+    total_stat, total_dof = float(stat.sum()), int(dof.sum())
+    ds["chi2_between_laws_total"] = total_stat
+    ds["dof_between_laws_total"] = total_dof
+    ds["p_value_between_laws_total"] = (float(stats.chi2.sf(total_stat, total_dof))
+                                        if total_dof > 0 else 1.0)
+    if "gaussian" in ds["values"].values:
+        g = ds.sel(values="gaussian")
+        ds["z_vs_gaussian"] = xr.DataArray(
+            two_proportion_z(ds.n_antipodal, ds.n_traj, g.n_antipodal, g.n_traj),
+            dims=("values", "beta"), coords={"values": ds["values"], "beta": ds.beta})
+    ds["cell_time_s"] = ds.elapsed_s.sum("beta")
+    if conv is not None:
+        conv = add_fraction(conv, "n_antipodal", "n_traj", "p_antipodal")
+        conv = add_fraction(conv, "n_unclustered", "n_traj", "p_unclustered")
+        parts = [conv[["n_antipodal", "n_traj", "n_unclustered", "elapsed_s"]]]
+        c_beta = knobs["convergence_beta"]
+        if np.any(np.isclose(betas, c_beta)):
+            main = ds.sel(beta=betas[np.isclose(betas, c_beta)][0])
+            parts.append(main[["n_antipodal", "n_traj", "n_unclustered", "elapsed_s"]]
+                         .drop_vars("beta").expand_dims(L=[knobs["L"]]))
+        merged = xr.concat(parts, dim="L").sortby("L").rename(L="L_conv")
+        merged = add_fraction(merged, "n_antipodal", "n_traj", "p_antipodal")
+        for var in ("p_antipodal", "p_antipodal_low", "p_antipodal_high"):
+            ds[var.replace("p_antipodal", "p_antipodal_L")] = merged[var].transpose(
+                "values", "L_conv")
+        ds["n_antipodal_L"] = merged.n_antipodal.transpose("values", "L_conv")
+        ds["n_traj_L"] = merged.n_traj.transpose("values", "L_conv")
+        ds["p_unclustered_L"] = (merged.n_unclustered / merged.n_traj).transpose("values",
+                                                                                  "L_conv")
+        ds["p_theory_conv"] = float(theory.antipodal_probability(c_beta, d))
+        ds["z_score_L"] = agreement_z(ds.n_antipodal_L, ds.n_traj_L,
+                                      xr.full_like(ds.p_antipodal_L, float(ds.p_theory_conv)))
+        cp = (homogeneity_test(ds.n_antipodal_L.values, ds.n_traj_L.values)[2]
+              if ds["values"].size >= 2 else np.ones(ds.L_conv.size))
+        ds["p_value_between_laws_L"] = (("L_conv",), cp)
+        ds["cell_time_convergence_s"] = conv.elapsed_s.sum("L")
+        ds.attrs["convergence_beta"] = c_beta
+    if horizon is not None:
+        h = horizon.rename(beta="beta_below_c")
+        ds["p_antipodal_horizon"] = h.n_antipodal / h.n_traj
+        ds["p_unclustered_horizon"] = h.n_unclustered / h.n_traj
+        ds["n_traj_horizon"] = h.n_traj
+        ds["cell_time_horizon_s"] = float(h.elapsed_s.sum())
+    ds.attrs.update(scale=scale, figure=ID, d=d, L=knobs["L"], T=knobs["T"],
+                    attention=knobs["attention"], tol=knobs["tol"],
+                    gaussian_method=knobs["gaussian_method"],
+                    methods=("gaussian: " + knobs["gaussian_method"]
+                             + "; uniform, rademacher: literal"))
+    return ds
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes."""
+    laws = [str(v) for v in ds["values"].values]
+    out = {
+        "laws": laws,
+        "max_abs_z": {law: float(ds.max_abs_z.sel(values=law)) for law in laws},
+        "beta_of_max_abs_z": {law: float(ds.beta_of_max_abs_z.sel(values=law)) for law in laws},
+        "share_within_2se": float((np.abs(ds.z_score) <= 2).mean()),
+        "n_points": int(ds.z_score.size),
+        "min_p_between": float(ds.p_value_between_laws.min()),
+        "beta_of_min_p_between": float(ds.beta[int(np.argmin(ds.p_value_between_laws.values))]),
+        "n_tests_between": int((ds.dof_between_laws > 0).sum()),
+        "chi2_total": float(ds.chi2_between_laws_total),
+        "dof_total": int(ds.dof_between_laws_total),
+        "p_total": float(ds.p_value_between_laws_total),
+        "max_unclustered": float(ds.p_unclustered.max()),
+        "max_unclustered_law": str(ds["values"].values[
+            int(np.argmax(ds.p_unclustered.max("beta").values))]),
+        "n_traj": int(ds.n_traj.max()),
+        "cell_time_s": {law: float(ds.cell_time_s.sel(values=law)) for law in laws},
+        "max_abs_diff": float(np.abs(ds.p_antipodal - ds.p_theory).max()),
+    }
+    if "z_vs_gaussian" in ds:
+        out["max_abs_z_vs_gaussian"] = float(np.abs(ds.z_vs_gaussian).max())
+    if "p_antipodal_horizon" in ds:
+        out["horizon"] = {float(b): {float(t): float(p) for t, p in zip(
+            ds.horizon.values, ds.p_antipodal_horizon.sel(beta_below_c=b).values)}
+            for b in ds.beta_below_c.values}
+        out["cell_time_horizon_s"] = float(ds.cell_time_horizon_s)
+    if "p_antipodal_L" in ds:
+        out["convergence_beta"] = float(ds.attrs["convergence_beta"])
+        out["p_theory_conv"] = float(ds.p_theory_conv)
+        out["p_conv"] = {law: {int(L): float(p) for L, p in
+                               zip(ds.L_conv.values, ds.p_antipodal_L.sel(values=law).values)}
+                         for law in laws}
+        out["p_between_L"] = {int(L): float(p) for L, p in
+                              zip(ds.L_conv.values, ds.p_value_between_laws_L.values)}
+        out["cell_time_convergence_s"] = {law: float(ds.cell_time_convergence_s.sel(values=law))
+                                          for law in laws}
+    return out
+
+
+def projected_cost_s(ds, target="paper") -> dict:
+    """CPU-seconds the ``target`` scale would take, per law, at this run's cost per layer.
+
+    A cell's cost is proportional to trajectories x layers (L T); the rate of each law
+    is measured on this run's main sweep (so the Gaussian rate is the overlap chain's
+    unless ``gaussian_method="literal"``).  The horizon check is not included (one
+    Gaussian-chain cell per beta below beta_c).
+    """
+    knobs = SCALES[target]
+    L, T = int(ds.attrs["L"]), float(ds.attrs["T"])
+    out = {}
+    for law in [str(v) for v in ds["values"].values]:
+        layers = float((ds.n_traj.sel(values=law) * L * T).sum())
+        rate = float(ds.cell_time_s.sel(values=law)) / layers
+        main = knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"])
+        conv = knobs["convergence_n_traj"] * knobs["T"] * sum(
+            x for x in knobs["convergence_Ls"] if x != knobs["L"])
+        out[law] = rate * (main + conv)
+    out["total"] = sum(out.values())
+    return out
+
+
+_SHORT = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
+_LABELS = {"gaussian": "Gaussian (exact overlap chain)", "uniform": "uniform (literal)",
+           "rademacher": "Rademacher (literal)"}
+
+
+def plot(ds):
+    """(a) P(antipodal) vs beta per law with the limit curve; (b) deviation from it;
+    (c) convergence in L at one beta."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    laws = [str(v) for v in ds["values"].values]
+    colours = dict(zip(LAWS, palette(3)))
+    markers = dict(zip(LAWS, "os^"))
+    has_conv = "p_antipodal_L" in ds
+    fig = plt.figure(figsize=(11.5 if has_conv else 7.2, 6.2))
+    gs = fig.add_gridspec(2, 2 if has_conv else 1, height_ratios=[3, 1.3],
+                          width_ratios=[1.35, 1] if has_conv else None)
+    ax = fig.add_subplot(gs[0, 0])
+    axd = fig.add_subplot(gs[1, 0], sharex=ax)
+    betas = ds.beta.values
+    width = 0.012 * (betas.max() - betas.min() if betas.size > 1 else 1.0)
+    gaussian_method = ds.attrs.get("gaussian_method", "overlap_chain")
+    for i, law in enumerate(laws):
+        sub = ds.sel(values=law)
+        x = betas + (i - (len(laws) - 1) / 2) * width
+        p = sub.p_antipodal.values
+        err = np.vstack([p - sub.p_antipodal_low.values, sub.p_antipodal_high.values - p])
+        label = _LABELS[law] if law != "gaussian" or gaussian_method == "overlap_chain" \
+            else "Gaussian (literal)"
+        ax.errorbar(x, p, yerr=err, fmt=markers[law], color=colours[law], ms=4, capsize=2, lw=1,
+                    label=label)
+        d = p - sub.p_theory.values
+        axd.errorbar(x, d, yerr=np.vstack([p - sub.p_antipodal_low.values,
+                                           sub.p_antipodal_high.values - p]),
+                     fmt=markers[law], color=colours[law], ms=3.5, capsize=2, lw=0.8)
+    ax.plot(ds.beta_fine, ds.p_theory_fine, color="k", lw=1.3, label="limit curve (Theorem 2)")
+    ax.axvline(float(ds.beta_c), color="0.4", ls="--", lw=1, label=r"$\beta_c(d)$")
+    ax.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
+    ax.legend(fontsize=8, loc="upper left")
+    n = int(ds.n_traj.max())
+    ax.set_title(f"(a) d = {ds.attrs['d']}, L = {ds.attrs['L']}, T = {ds.attrs['T']:g}, "
+                 f"{n:,} trajectories per point; bars: Wilson 95%", fontsize=9.5)
+    ax.tick_params(labelbottom=False)
+    axd.axhline(0, color="0.3", lw=0.8)
+    axd.set_ylabel("sim - limit", fontsize=9)
+    axd.set_xlabel(r"$\beta$")
+    p_tot = float(ds.p_value_between_laws_total)
+    axd.set_title(f"(b) deviation from the limit curve; equality of the laws: "
+                  rf"$\chi^2$ = {float(ds.chi2_between_laws_total):.1f} on "
+                  f"{int(ds.dof_between_laws_total)} d.o.f., p = {p_tot:.2g}", fontsize=9)
+    if has_conv:
+        axc = fig.add_subplot(gs[:, 1])
+        Ls = ds.L_conv.values.astype(float)
+        for i, law in enumerate(laws):
+            sub = ds.sel(values=law)
+            p = sub.p_antipodal_L.values
+            err = np.vstack([p - sub.p_antipodal_L_low.values, sub.p_antipodal_L_high.values - p])
+            axc.errorbar(Ls * (1 + 0.04 * (i - 1)), p, yerr=err, fmt=markers[law] + "-",
+                         color=colours[law], ms=4, capsize=2, lw=1, label=_SHORT[law])
+        axc.axhline(float(ds.p_theory_conv), color="k", lw=1.3, label="limit (L = infinity)")
+        axc.set_xscale("log")
+        axc.set_xticks(Ls)
+        axc.set_xticklabels([str(int(x)) for x in Ls])
+        axc.minorticks_off()
+        axc.set_xlabel("L (layers per unit time)")
+        axc.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
+        axc.set_title(rf"(c) convergence in L at $\beta$ = {ds.attrs['convergence_beta']:g}"
+                      f" (T = {ds.attrs['T']:g}, {int(ds.n_traj_L.max()):,} trajectories)",
+                      fontsize=9.5)
+        axc.legend(fontsize=8, loc="lower right")
+    fig.suptitle("Universality: the two-token outcome law for three laws of the value entries "
+                 r"(same variance $\sigma^2 = 1$)", fontsize=10)
+    fig.tight_layout()
+    return fig
