@@ -62,6 +62,15 @@ def _random_cloud(rng, n, d):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def _layer(x, v, b, beta, softmax, h=0.3):
+    """One literal layer on a copy of ``x`` (the kernel works in place on scratch buffers)."""
+    n, d = x.shape
+    out = x.copy()
+    att.layer_literal(out, v, h, b, beta, softmax, np.empty((n, d)), np.empty((n, d)),
+                      np.empty((n, d)), np.empty(n), False)
+    return out
+
+
 def _random_rotation(rng, d):
     q, r = np.linalg.qr(rng.standard_normal((d, d)))
     return q * np.sign(np.diag(r))
@@ -77,11 +86,8 @@ def test_layer_is_rotation_equivariant(seed, n, d, beta, softmax):
     v = rng.standard_normal((d, d))
     b = rng.standard_normal((d, d))
     o = _random_rotation(rng, d)
-    buf = lambda: (np.empty((n, d)), np.empty((n, d)))  # noqa: E731
-    x1 = x.copy()
-    att.layer_literal(x1, v, 0.3, b, beta, softmax, *buf())
-    x2 = x @ o.T
-    att.layer_literal(x2, o @ v @ o.T, 0.3, o @ b @ o.T, beta, softmax, *buf())
+    x1 = _layer(x, v, b, beta, softmax)
+    x2 = _layer(x @ o.T, o @ v @ o.T, o @ b @ o.T, beta, softmax)
     np.testing.assert_allclose(x2, x1 @ o.T, atol=1e-11)
 
 
@@ -93,10 +99,8 @@ def test_layer_commutes_with_permutations_and_keeps_norms(seed, n, d, beta, soft
     x = _random_cloud(rng, n, d)
     v = rng.standard_normal((d, d))
     perm = rng.permutation(n)
-    x1 = x.copy()
-    att.layer_literal(x1, v, 0.3, np.eye(d), beta, softmax, np.empty((n, d)), np.empty((n, d)))
-    x2 = x[perm].copy()
-    att.layer_literal(x2, v, 0.3, np.eye(d), beta, softmax, np.empty((n, d)), np.empty((n, d)))
+    x1 = _layer(x, v, np.eye(d), beta, softmax)
+    x2 = _layer(x[perm], v, np.eye(d), beta, softmax)
     np.testing.assert_allclose(x2, x1[perm], atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(x1, axis=1), 1.0, atol=1e-14)
 

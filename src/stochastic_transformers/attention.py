@@ -30,7 +30,7 @@ _JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @nb.njit(**_JIT)
-def attention(x, B, beta, softmax, out):
+def attention(x, B, beta, softmax, out, bx, weights, b_identity):
     """Write the attention outputs :math:`A_i` of tokens ``x`` (N, d) into ``out`` (N, d).
 
     Softmax weights are computed with the row maximum subtracted (log-sum-exp), so no
@@ -38,14 +38,17 @@ def attention(x, B, beta, softmax, out):
     :math:`|\\ell_{ij}| < 709`, i.e. for any :math:`\\beta\\,\\|B\\| < 709`.
     """
     n_tok, d = x.shape
-    bx = np.empty((n_tok, d))
-    for j in range(n_tok):
-        for a in range(d):
-            acc = 0.0
-            for b in range(d):
-                acc += B[a, b] * x[j, b]
-            bx[j, a] = acc
-    weights = np.empty(n_tok)
+    # ``bx`` (N, d) and ``weights`` (N,) are scratch space owned by the caller: these
+    # kernels run once per layer, where an allocation would cost as much as the maths.
+    if b_identity:
+        bx[:, :] = x
+    else:
+        for j in range(n_tok):
+            for a in range(d):
+                acc = 0.0
+                for b in range(d):
+                    acc += B[a, b] * x[j, b]
+                bx[j, a] = acc
     for i in range(n_tok):
         top = -np.inf
         for j in range(n_tok):
@@ -86,17 +89,16 @@ def normalize_rows(y):
 
 
 @nb.njit(**_JIT)
-def householder_r(m, r):
+def householder_r(m, r, v):
     """Triangular factor of the thin QR decomposition of ``m`` (d, N), written into ``r``.
 
     ``r`` has shape (k, N) with k = min(d, N) and satisfies :math:`r^\\top r = m^\\top m`.
     Householder reflections stay exact to rounding even when the columns of ``m`` are
     nearly dependent (tokens about to cluster), where a Cholesky factor of the Gram
-    matrix would break down.  ``m`` is overwritten.
+    matrix would break down.  ``m`` is overwritten; ``v`` (d,) is scratch space.
     """
     d, n = m.shape
     k = min(d, n)
-    v = np.empty(d)
     for j in range(k):
         norm2 = 0.0
         for a in range(j, d):
@@ -127,13 +129,13 @@ def householder_r(m, r):
 
 
 @nb.njit(**_JIT)
-def layer_literal(x, v, h, B, beta, softmax, att, y):
+def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity):
     """One stochastic layer with an explicit value matrix ``v`` (d, d), in place on ``x``.
 
     :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + h\\, v A_i)`, :math:`h = L^{-1/2}`.
     """
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att)
+    attention(x, B, beta, softmax, att, bx, weights, b_identity)
     for i in range(n_tok):
         for a in range(d):
             acc = 0.0
@@ -145,7 +147,7 @@ def layer_literal(x, v, h, B, beta, softmax, att, y):
 
 
 @nb.njit(**_JIT)
-def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y):
+def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_identity, hv):
     """One stochastic layer with Gaussian V drawn through the exact d*N reduction.
 
     With :math:`M = [A_1 \\dots A_N] = QR` (thin QR, :math:`k=\\min(d,N)` columns of
@@ -154,11 +156,11 @@ def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y):
     scaled by sigma, replaces the d*d entries of V exactly in law.
     """
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att)
+    attention(x, B, beta, softmax, att, bx, weights, b_identity)
     for i in range(n_tok):
         for a in range(d):
             m[a, i] = att[i, a]
-    householder_r(m, r)
+    householder_r(m, r, hv)
     k = r.shape[0]
     for i in range(n_tok):
         for a in range(d):
@@ -171,10 +173,10 @@ def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y):
 
 
 @nb.njit(**_JIT)
-def layer_hybrid(x, w, B, beta, softmax, att, y):
+def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity):
     """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`."""
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att)
+    attention(x, B, beta, softmax, att, bx, weights, b_identity)
     for i in range(n_tok):
         for a in range(d):
             y[i, a] = x[i, a] + w * att[i, a]

@@ -133,7 +133,8 @@ def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv
 
 @_att.nb.njit(**_PAR)
 def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, softmax, B,
-                   h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram, x_out):
+                   b_identity, h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram,
+                   x_out):
     """Run ``n`` trajectories of N tokens.
 
     ``kind`` 0: literal (a full d x d V of law ``law`` per layer); 1: Gaussian d*N
@@ -172,6 +173,9 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
         r = np.empty((k, n_tok))
         v = np.empty((d, d))
         g = np.empty((d, k))
+        bx = np.empty((n_tok, d))
+        weights = np.empty(n_tok)
+        hv = np.empty(d)
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
@@ -179,15 +183,16 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
                     for a in range(d):
                         for b in range(d):
                             v[a, b] = _value_entry(state, law, sigma)
-                    _att.layer_literal(x, v, h, B, beta, softmax, att, y)
+                    _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity)
                 elif kind == 1:
                     for a in range(d):
                         for b in range(k):
                             g[a, b] = sigma * _rng.normal(state)
-                    _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y)
+                    _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights,
+                                           b_identity, hv)
                 else:
                     w = inv_l + epsilon * _rng.normal(state) * h
-                    _att.layer_hybrid(x, w, B, beta, softmax, att, y)
+                    _att.layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
                 for i in range(n_tok):
                     for j in range(n_tok):
@@ -362,8 +367,38 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     inverse = np.argsort(order, kind="stable")  # back to the caller's order of times
     softmax = attention == "softmax"
     h, inv_l = 1.0 / math.sqrt(L), 1.0 / L
-    if n_threads is not None:
-        _att.nb.set_num_threads(min(n_threads, _att.nb.config.NUMBA_NUM_THREADS))
+    # numba's thread count is process-wide state: set it for this call, restore it after.
+    threads_before = _att.nb.get_num_threads()
+    _att.nb.set_num_threads(min(n_threads or _att.nb.config.NUMBA_NUM_THREADS,
+                                _att.nb.config.NUMBA_NUM_THREADS))
+    try:
+        data, stopped = _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h,
+                             sigma, inv_l, epsilon, values, B_arr, b_is_identity, x0_arr, z0,
+                             s_stop, c_stop, rec, inverse, times, key0, key1,
+                             first_trajectory, progress)
+    finally:
+        _att.nb.set_num_threads(threads_before)
+    coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
+    if times is not None:
+        coords["time"] = times_arr
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs.update(dict(
+        n_tokens=n_tokens, d=d, beta=beta, n_traj=n_traj, L=L, T=T, n_layers=n_layers,
+        attention=attention, values=values if model == "stochastic" else "none",
+        sigma=sigma, model=model, epsilon=epsilon, method=method, seed=seed,
+        B="identity" if b_is_identity else repr(B_arr.tolist()),
+        z0="uniform" if z0 is None and x0 is None else ("given" if x0 is not None else z0),
+        stop_level=stop_level, tol=tol, stopped_fraction=float(np.mean(stopped >= 0)),
+        first_trajectory=first_trajectory, code_version=SIMULATION_CODE_VERSION,
+        wall_time_s=time.perf_counter() - t_start,
+    ))
+    return ds
+
+
+def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, inv_l,
+         epsilon, values, B_arr, b_is_identity, x0_arr, z0, s_stop, c_stop, rec, inverse, times,
+         key0, key1, first_trajectory, progress):
+    """Run the kernels of :func:`simulate` (arguments validated there); return the data."""
     # Trajectories run in slices only so that a progress bar can move; the bits do not
     # depend on the slicing because every trajectory owns its stream.
     n_slices = 1 if not progress else min(n_traj, 50)
@@ -412,7 +447,8 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         init_mode = 1 if x0_arr is not None else (2 if z0 is not None else 0)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             _tokens_kernel(key0, key1, first_trajectory + lo, hi - lo, n_tokens, d, n_layers,
-                           kind, _LAW_CODES[values], beta, softmax, B_arr, h, sigma, inv_l,
+                           kind, _LAW_CODES[values], beta, softmax, B_arr, b_is_identity, h,
+                           sigma, inv_l,
                            epsilon, x0_in[lo:hi], init_mode, 0.0 if z0 is None else z0, rec,
                            rec_gram[lo:hi], x_out[lo:hi])
             if bar is not None:
@@ -424,21 +460,7 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         stopped = np.full(n_traj, -1)
     if bar is not None:
         bar.close()
-    coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
-    if times is not None:
-        coords["time"] = times_arr
-    ds = xr.Dataset(data, coords=coords)
-    ds.attrs.update(dict(
-        n_tokens=n_tokens, d=d, beta=beta, n_traj=n_traj, L=L, T=T, n_layers=n_layers,
-        attention=attention, values=values if model == "stochastic" else "none",
-        sigma=sigma, model=model, epsilon=epsilon, method=method, seed=seed,
-        B="identity" if b_is_identity else repr(B_arr.tolist()),
-        z0="uniform" if z0 is None and x0 is None else ("given" if x0 is not None else z0),
-        stop_level=stop_level, tol=tol, stopped_fraction=float(np.mean(stopped >= 0)),
-        first_trajectory=first_trajectory, code_version=SIMULATION_CODE_VERSION,
-        wall_time_s=time.perf_counter() - t_start,
-    ))
-    return ds
+    return data, stopped
 
 
 def _pair_gram(s, c):
