@@ -1,0 +1,230 @@
+r"""The attention-only Vision Transformer of the paper's Figure 2, in one file.
+
+Section 6 of the paper trains a deep Vision Transformer whose blocks are the
+discrete model (4) and nothing else: one attention head, no MLP, a residual
+scaled by :math:`L^{-1/2}` and a normalisation of every token after the
+residual.  This module builds that network in plain PyTorch.
+
+The network
+-----------
+An image is cut into ``P x P`` patches; each patch is mapped linearly to a
+token of width :math:`d`, a learned positional embedding is added and (with
+``pool="cls"``) a learned class token is prepended.  The :math:`N` tokens are
+RMS-normalised, which places them on the sphere of radius :math:`\sqrt d`,
+
+.. math::
+
+    \operatorname{rms}(x) = \frac{x}{\sqrt{\tfrac1d \lVert x\rVert^2 + \varepsilon}},
+    \qquad x \in \mathbb R^d,
+
+and then pass through :math:`L` blocks.  Block :math:`n \to n+1` acts on every
+token :math:`i` as
+
+.. math::
+
+    X^i_{n+1} = \operatorname{rms}\Big( X^i_n + L^{-1/2}\, V_{n+1}
+        \sum_{j=1}^N w^{ij}_n X^j_n \Big), \qquad
+    w^{ij}_n = \operatorname{softmax}_j\Big( \frac{(Q X^i_n)^\top (K X^j_n)}{\sqrt d} \Big).
+
+Writing :math:`u = x / \sqrt d` for the tokens on the unit sphere, this is
+exactly the paper's discrete model :math:`X_{n+1} = \mathrm{normalize}(X_n +
+L^{-1/2} V_{n+1} A_\beta(X_n))` with softmax attention and
+:math:`\beta\, Q^\top K \to \sqrt d\, Q^\top K`.  There is no separate output
+projection: :math:`V_{n+1}` is the only value map.
+
+The classifier reads the class token (``pool="cls"``) or the mean of the tokens
+(``pool="mean"``) after the last block with one linear layer.
+
+Parameters shared across depth
+------------------------------
+* :math:`Q` and :math:`K` are two :math:`d \times d` matrices, initialised once
+  with i.i.d. :math:`\mathcal N(0, 1/d)` entries and used by **every** block;
+  they are trained.
+* The value matrices depend on ``value_init``:
+
+  ``"identity"``
+      one matrix :math:`V` shared by all blocks, :math:`V_n = V`, starting at
+      :math:`V = I_d` (the "constant weights" of the paper);
+  ``"gaussian"``
+      one matrix per block, :math:`V_1, \dots, V_L`, with i.i.d.
+      :math:`\mathcal N(0, \sigma^2)` entries, :math:`\sigma = 1` by default
+      (the "random weights" of the paper, the common noise of the theory).
+
+  Both kinds are trained.
+
+The paper's configuration is depth :math:`L = 128` and width :math:`d = 96`
+(:data:`PAPER_CONFIG`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._validation import check_choice, check_int, check_real
+
+__all__ = ["AttentionOnlyViT", "PAPER_CONFIG", "POOLS", "VALUE_INITS", "count_parameters",
+           "rms_normalize"]
+
+VALUE_INITS = ("identity", "gaussian")
+POOLS = ("cls", "mean")
+
+#: The network of the paper's Figure 2 (CIFAR-10, 32 x 32 RGB images, 10 classes).
+PAPER_CONFIG = {"depth": 128, "width": 96, "image_size": 32, "channels": 3, "num_classes": 10}
+
+
+def rms_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    r"""Scale every token (last axis) to root-mean-square 1, i.e. to norm :math:`\sqrt d`.
+
+    There is no learned gain: the normalisation is the projection of the
+    discrete model onto the sphere, up to the constant radius :math:`\sqrt d`.
+    """
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+class AttentionOnlyViT(nn.Module):
+    r"""Depth-``depth`` attention-only ViT with shared :math:`Q, K` (see the module docstring).
+
+    Parameters
+    ----------
+    depth : int
+        Number :math:`L` of attention blocks; the residual is scaled by :math:`L^{-1/2}`.
+    width : int
+        Token dimension :math:`d`.
+    value_init : {"identity", "gaussian"}
+        One identity value matrix shared by all blocks, or one i.i.d. Gaussian
+        matrix per block.
+    sigma : float
+        Standard deviation of the Gaussian value entries (ignored for "identity").
+    image_size, patch_size, channels : int
+        Square images of ``image_size`` pixels and ``channels`` channels, cut
+        into non-overlapping ``patch_size`` squares (``patch_size`` must divide
+        ``image_size``).
+    num_classes : int
+        Output size of the linear head.
+    pool : {"cls", "mean"}
+        Classify from a learned class token or from the mean token.
+    generator : torch.Generator, optional
+        Source of randomness for the initialisation (default: torch's global one).
+    """
+
+    def __init__(self, depth: int = 128, width: int = 96, *, value_init: str = "gaussian",
+                 sigma: float = 1.0, image_size: int = 32, patch_size: int = 4,
+                 channels: int = 3, num_classes: int = 10, pool: str = "cls",
+                 generator: torch.Generator | None = None):
+        super().__init__()
+        self.depth = check_int("depth", depth, 1)
+        self.width = check_int("width", width, 1)
+        self.value_init = check_choice("value_init", value_init, VALUE_INITS)
+        self.sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+        self.image_size = check_int("image_size", image_size, 1)
+        self.patch_size = check_int("patch_size", patch_size, 1, self.image_size)
+        if self.image_size % self.patch_size:
+            raise ValueError(f"patch_size must divide image_size={self.image_size}, "
+                             f"got {self.patch_size}")
+        self.channels = check_int("channels", channels, 1)
+        self.num_classes = check_int("num_classes", num_classes, 2)
+        self.pool = check_choice("pool", pool, POOLS)
+
+        d = self.width
+        self.num_patches = (self.image_size // self.patch_size) ** 2
+        self.num_tokens = self.num_patches + (self.pool == "cls")
+        patch_dim = self.channels * self.patch_size ** 2
+
+        def normal(*shape, std):
+            return torch.randn(*shape, generator=generator) * std
+
+        # Patch embedding (a linear map of the flattened patch), positions, class token.
+        self.patch_embed = nn.Linear(patch_dim, d)
+        with torch.no_grad():
+            self.patch_embed.weight.copy_(normal(d, patch_dim, std=patch_dim ** -0.5))
+            self.patch_embed.bias.zero_()
+        self.pos_embed = nn.Parameter(normal(1, self.num_tokens, d, std=0.02))
+        self.cls_token = nn.Parameter(normal(1, 1, d, std=0.02)) if self.pool == "cls" else None
+
+        # One query and one key matrix for all blocks.
+        self.query = nn.Parameter(normal(d, d, std=d ** -0.5))
+        self.key = nn.Parameter(normal(d, d, std=d ** -0.5))
+        self.head = nn.Linear(d, self.num_classes)
+        with torch.no_grad():
+            self.head.weight.copy_(normal(self.num_classes, d, std=d ** -0.5))
+            self.head.bias.zero_()
+        # Value matrices, drawn last: with the same generator seed, the two value_init
+        # choices get identical embeddings, Q, K and head, and differ only in V.
+        if self.value_init == "identity":
+            self.values = nn.Parameter(torch.eye(d).unsqueeze(0))
+        else:
+            self.values = nn.Parameter(normal(self.depth, d, d, std=self.sigma))
+
+    # -- the pieces -----------------------------------------------------------------------
+    def value(self, n: int) -> torch.Tensor:
+        """The value matrix of block ``n`` (0-based), a ``(width, width)`` tensor."""
+        return self.values[0] if self.values.shape[0] == 1 else self.values[n]
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> normalised initial tokens ``X_0`` of shape ``(B, N, d)``."""
+        if images.ndim != 4 or tuple(images.shape[1:]) != (
+                self.channels, self.image_size, self.image_size):
+            raise ValueError(f"images must have shape (batch, {self.channels}, "
+                             f"{self.image_size}, {self.image_size}), got {tuple(images.shape)}")
+        b, c, _, _ = images.shape
+        p, g = self.patch_size, self.image_size // self.patch_size
+        # (B, C, g, p, g, p) -> (B, g, g, C, p, p) -> (B, g*g, C*p*p)
+        patches = images.reshape(b, c, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(b, g * g, -1)
+        x = self.patch_embed(patches)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(b, -1, -1), x], dim=1)
+        return rms_normalize(x + self.pos_embed)
+
+    def bilinear(self) -> torch.Tensor:
+        r"""The attention form :math:`B = Q^\top K / \sqrt d`; scores are :math:`x_i^\top B x_j`.
+
+        Only this product of the shared query and key matrices enters the
+        network, so it is formed once per forward pass, not once per block.
+        """
+        return self.query.T @ self.key / math.sqrt(self.width)
+
+    def attention(self, x: torch.Tensor, bilinear: torch.Tensor | None = None) -> torch.Tensor:
+        r"""The attention average :math:`A(X^i, X) = \sum_j w^{ij} X^j` for every token."""
+        b = self.bilinear() if bilinear is None else bilinear
+        weights = torch.softmax((x @ b) @ x.transpose(-2, -1), dim=-1)
+        return weights @ x
+
+    def block(self, x: torch.Tensor, n: int, bilinear: torch.Tensor | None = None,
+              value: torch.Tensor | None = None) -> torch.Tensor:
+        r"""Block ``n`` (0-based): :math:`X \mapsto \operatorname{rms}(X + L^{-1/2} V_{n+1} A(X))`.
+
+        ``bilinear`` and ``value`` may be passed in precomputed (see :meth:`features`).
+        """
+        value = self.value(n) if value is None else value
+        update = self.attention(x, bilinear) @ value.T
+        return rms_normalize(x + update / math.sqrt(self.depth))
+
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """Tokens after the last block, shape ``(B, N, d)``."""
+        x = self.embed(images)
+        b = self.bilinear()
+        # Split the (L, d, d) stack once: indexing it in every block would make the
+        # backward pass add L full-size gradients, O(L^2 d^2) work.
+        values = self.values.unbind(0)
+        for n in range(self.depth):
+            x = self.block(x, n, b, values[0 if len(values) == 1 else n])
+        return x
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Class logits ``(B, num_classes)``."""
+        x = self.features(images)
+        pooled = x[:, 0] if self.pool == "cls" else x.mean(dim=1)
+        return self.head(pooled)
+
+    def extra_repr(self) -> str:
+        return (f"depth={self.depth}, width={self.width}, value_init={self.value_init!r}, "
+                f"sigma={self.sigma}, tokens={self.num_tokens}, pool={self.pool!r}")
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable scalars of ``model`` (shared matrices counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
