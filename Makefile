@@ -75,7 +75,7 @@ test: $(STAMP)
 	$(MAKE) test-browser
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --ignore=tests/browser
 
 # nbval reads only .ipynb: convert each text notebook, let papermill inject the smoke
 # parameters without executing (--prepare-only), then nbval executes every cell.

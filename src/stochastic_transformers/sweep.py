@@ -457,7 +457,7 @@ def _client(mode: str, scheduler, n_workers):
             client.close()
         return
     cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1,
-                           processes=True, dashboard_address=None,
+                           processes=True, dashboard_address=":0",  # any free port: never clash
                            silence_logs=logging.ERROR)
     try:
         client = Client(cluster)

@@ -106,8 +106,16 @@ def summary(ds) -> dict:
     observed_anti = ds.dominant_antipodal.values
     agree = (predicted_anti == observed_anti) & away
     wrong = away & ~agree
+    # Size of the random part of one step, eps e^beta / sqrt(L) (USA: |A| ~ e^beta).
+    step = (ds.epsilon.values[None, :] * np.exp(ds.beta.values[:, None])
+            / np.sqrt(float(ds.attrs.get("fixed_L", 100))))
+    small = away & (step < 1.0)
     out = {"n_cells": int(away.size), "n_away": int(away.sum()),
            "share_agree": float(agree.sum() / max(away.sum(), 1)),
+           "n_small_step": int(small.sum()),
+           "share_agree_small_step": float((agree & small).sum() / max(small.sum(), 1)),
+           "share_agree_large_step": float((agree & away & ~small).sum()
+                                           / max((away & ~small).sum(), 1)),
            "n_wrong": int(wrong.sum()),
            "max_unclustered": float(ds.p_unclustered.max())}
     if wrong.any():
