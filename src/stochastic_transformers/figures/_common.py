@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._validation import check_choice
+from .._validation import check_choice, check_int, check_real
 
 SCALE_NAMES = ("smoke", "quick", "paper")
 
@@ -49,3 +49,18 @@ def committed_result(fig_id: str, scale: str) -> Path | None:
     """Path of a result committed under ``results/`` (e.g. ``fig3_paper.nc``), if any."""
     path = repo_root() / "results" / f"{fig_id}_{scale}.nc"
     return path if path.exists() else None
+
+
+def check_simulation_knobs(knobs: dict) -> dict:
+    """Validate the knobs every N-token figure shares: L, T (T * L whole), d, attention,
+    tol and seed; return them converted, or raise a ValueError naming the knob."""
+    out = {"L": check_int("L", knobs["L"], 1),
+           "T": check_real("T", knobs["T"], 0.0, strict_min=True)}
+    layers = out["T"] * out["L"]
+    if abs(layers - round(layers)) > 1e-9 * max(1.0, layers):
+        raise ValueError(f"T * L must be a whole number of layers; got T={out['T']}, L={out['L']}")
+    out["d"] = check_int("d", knobs["d"], 2)
+    out["attention"] = check_choice("attention", knobs["attention"], ("softmax", "unnormalized"))
+    out["tol"] = check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
+    out["seed"] = check_int("seed", knobs["seed"], 0)
+    return out

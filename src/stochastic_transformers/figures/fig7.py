@@ -33,10 +33,10 @@ import time
 import numpy as np
 
 from .. import SIMULATION_CODE_VERSION, simulate
-from .._validation import check_choice, check_int, check_real
+from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
 
 ID = "fig7"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -102,16 +102,9 @@ def check_knobs(knobs):
         raise ValueError(f"betas must not repeat a value; got {vals!r}")
     out["n_tokens"] = check_int("n_tokens", knobs["n_tokens"], 2)
     out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
-    out["L"] = check_int("L", knobs["L"], 1)
-    out["T"] = check_real("T", knobs["T"], 0.0, strict_min=True)
-    if abs(out["T"] * out["L"] - round(out["T"] * out["L"])) > 1e-9 * max(1.0, out["T"] * out["L"]):
-        raise ValueError(f"T * L must be a whole number of layers; got T={out['T']}, L={out['L']}")
+    out.update(check_simulation_knobs(knobs))
     out["t_min"] = check_real("t_min", knobs["t_min"], 0.0, out["T"], strict_min=True)
     out["n_times"] = check_int("n_times", knobs["n_times"], 2)
-    out["d"] = check_int("d", knobs["d"], 2)
-    out["attention"] = check_choice("attention", knobs["attention"], ("softmax", "unnormalized"))
-    out["tol"] = check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
-    out["seed"] = check_int("seed", knobs["seed"], 0)
     return out
 
 
