@@ -29,6 +29,7 @@ __all__ = [
     "wilson_interval",
     "binomial_standard_error",
     "max_deviation_in_se",
+    "agreement_z",
 ]
 
 
@@ -247,3 +248,18 @@ def max_deviation_in_se(p_hat, n, p_theory) -> float:
         dev = np.where(var > 0, diff / np.sqrt(np.where(var > 0, var, 1.0)),
                        np.where(diff == 0, 0.0, np.inf))
     return float(np.max(dev))
+
+
+def agreement_z(count, n, p_theory):
+    """Deviation of the observed fraction ``count / n`` from ``p_theory`` in standard errors.
+
+    The standard error is the Wilson 95% half-width divided by 1.96, so it stays finite
+    where the theory gives exactly 0 or 1.  ``count`` is an :class:`xarray.DataArray`;
+    the result carries its dimensions and coordinates.
+    """
+    import xarray as xr
+
+    lo, hi = wilson_interval(np.asarray(count), np.asarray(n))
+    p_hat = np.asarray(count) / np.asarray(n)
+    se = (hi - lo) / (2 * 1.959963984540054)
+    return xr.DataArray((p_hat - np.asarray(p_theory)) / se, dims=count.dims, coords=count.coords)

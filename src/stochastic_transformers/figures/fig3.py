@@ -20,7 +20,7 @@ import xarray as xr
 
 from .. import simulate, theory
 from ..classification import outcome_counts
-from ..stats import wilson_interval
+from ..stats import agreement_z
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, committed_result, default_scheduler, resolve_scale
 
@@ -89,14 +89,6 @@ def finish(ds, scale):
     ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory)
     ds.attrs.update(scale=scale, figure=ID, attention_note="softmax; SA and USA share the limit curve")
     return ds
-
-
-def agreement_z(count, n, p_theory):
-    """(p_hat - p) / se, with se from the Wilson 95% interval (finite even at p = 0 or 1)."""
-    lo, hi = wilson_interval(np.asarray(count), np.asarray(n))
-    p_hat = np.asarray(count) / np.asarray(n)
-    se = (hi - lo) / (2 * 1.959963984540054)
-    return xr.DataArray((p_hat - np.asarray(p_theory)) / se, dims=count.dims, coords=count.coords)
 
 
 def load_paper_result():

@@ -160,7 +160,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
 def finish(ds, scale):
     """Fractions, Wilson bands, theory and the horizon statistics from the raw counts."""
-    from .fig3 import agreement_z
+    from ..stats import agreement_z
 
     for outcome in ("unclustered", "single", "antipodal"):
         ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")

@@ -231,7 +231,7 @@ def finish(ds, conv, knobs, scale, horizon=None):
     """Fractions, bands, theory, deviations and the between-law tests from the raw counts."""
     from scipy import stats
 
-    from .fig3 import agreement_z
+    from ..stats import agreement_z
 
     d = knobs["d"]
     for outcome in ("antipodal", "single", "unclustered"):
