@@ -87,15 +87,106 @@ def test_fig3_cli_resumes_after_kill_9(tmp_path):
 
 def test_fig4_variables_and_threshold_summary():
     ds = fig4.compute("smoke", progress=False)
-    for var in ("p_single", "p_antipodal", "p_single_low", "p_antipodal_high", "epsilon_c"):
+    for var in ("p_single", "p_antipodal", "p_single_low", "p_antipodal_high", "epsilon_c",
+                "step_size"):
         assert var in ds
-    assert ds.p_single.dims == ("beta", "epsilon")
+    assert ds.p_single.dims == ("L", "beta", "epsilon")
+    assert list(ds.L.values) == list(fig4.SCALES["smoke"]["Ls"])
     total = ds.p_single + ds.p_antipodal + ds.p_unclustered
     np.testing.assert_allclose(total.values, 1.0)
     # eps = 0 is the deterministic flow: pairs merge (at large beta too slowly for T = 20)
     assert float(ds.p_single.sel(epsilon=0.0, beta=slice(0, 2)).min()) == 1.0
     s = fig4.summary(ds)
     assert 0 <= s["share_agree"] <= 1 and s["n_away"] <= s["n_cells"]
+    for L, sub in s["by_L"].items():
+        # every cell away from the band is counted once, as agreeing or not
+        assert sub["n_agree"] + sub["n_wrong"] == sub["n_away"]
+        assert sub["n_small_step"] + sub["n_large_step"] == sub["n_away"]
+        assert len(sub["wrong_cells"]) == sub["n_wrong"]
+    assert s["fixed_by_depth"] + s["still_wrong"] == s["by_L"][s["Ls"][0]]["n_wrong"]
+
+
+def test_fig4_summary_counts_a_constructed_map():
+    """A hand-made dataset: the verdicts of summary() follow the stated rules."""
+    betas, eps = np.array([0.0, 4.0]), np.array([0.0, 2.0])
+    eps_c = np.asarray(theory.critical_epsilon(betas))
+    # L = 100: at beta = 4, eps = 2 (above the curve, large step) the pair merges: wrong.
+    p_a = np.array([[[0.0, 1.0], [0.0, 0.1]], [[0.0, 1.0], [0.0, 0.8]]])
+    ds = xr.Dataset({"p_antipodal": (("L", "beta", "epsilon"), p_a),
+                     "p_single": (("L", "beta", "epsilon"), 1.0 - p_a),
+                     "p_unclustered": (("L", "beta", "epsilon"), np.zeros_like(p_a)),
+                     "epsilon_c": (("beta",), eps_c),
+                     "depth_p_antipodal": (("check_L",), np.array([0.2, 0.95]))},
+                    coords={"L": [100, 1000], "beta": betas, "epsilon": eps,
+                            "check_L": [100, 1000]})
+    ds["dominant_antipodal"] = ds.p_antipodal > ds.p_single
+    ds["step_size"] = (("L", "beta", "epsilon"), fig4.step_size(
+        betas[None, :, None], eps[None, None, :], np.array([100, 1000])[:, None, None]))
+    s = fig4.summary(ds)
+    assert s["by_L"][100]["n_wrong"] == 1 and s["by_L"][100]["wrong_cells"] == [(4.0, 2.0)]
+    assert s["by_L"][1000]["n_wrong"] == 0
+    assert s["fixed_by_depth"] == 1 and s["still_wrong"] == 0 and s["new_wrong"] == 0
+    assert s["depth_check_limit_reached"] is True
+    # eps = 0 is deep on the merging side (log ratio -inf), never on the threshold
+    assert s["by_L"][100]["n_away"] == 4
+
+
+@pytest.mark.parametrize("bad, name", [(dict(Ls=(0,)), "Ls"), (dict(Ls=(100, 100)), "Ls"),
+                                       (dict(T=0.01), "T"), (dict(epsilons=(-1.0,)), "epsilons"),
+                                       (dict(check_point=(1.0,)), "check_point"),
+                                       (dict(check_L=(0,)), "check_L")])
+def test_fig4_bad_knobs_name_the_parameter(bad, name):
+    with pytest.raises(ValueError, match=name):
+        fig4.compute("smoke", progress=False, **bad)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "stochastic_transformers", "reproduce", *args],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("fig3", "--set", "n_trj=3"), "n_trj: unknown knob"),
+    (("fig3", "--set", "n_traj=abc"), "n_traj takes an integer"),
+    (("fig3", "--set", "n_traj=0"), "n_traj must be an integer >= 1"),
+    (("fig3", "--set", "betas=0:a"), "betas takes a list of numbers"),
+    (("fig3", "--set", "betas=2:1"), "stop must be >= its start"),
+    (("fig3", "--set", "T=0.333"), "whole number of layers"),
+    (("fig3", "--set", "attention=soft"), "attention must be one of"),
+    (("fig4", "--set", "Ls=0"), "Ls must be an integer >= 1"),
+    (("fig3", "--set", "n_traj"), "key=value"),
+])
+def test_cli_set_refuses_bad_keys_and_values_in_one_line(tmp_path, args, message):
+    res = _cli(*args, "--scale", "smoke", "--out", str(tmp_path))
+    assert res.returncode == 2
+    assert message in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())  # refused before any computation
+
+
+def test_cli_set_parses_lists_and_ranges():
+    from stochastic_transformers.figures import knobs, parse_settings
+
+    defaults = knobs("fig3", "smoke")
+    got = parse_settings(["betas=0:4:0.25", "d=4,6,8", "n_traj=1000", "T=20"], defaults)
+    assert got["betas"] == tuple(np.round(np.arange(0.0, 4.01, 0.25), 12))
+    assert got["d"] == (4, 6, 8) and all(type(v) is int for v in got["d"])
+    assert got["n_traj"] == 1000 and type(got["n_traj"]) is int
+    assert got["T"] == 20.0 and type(got["T"]) is float
+    assert parse_settings(["d=5"], defaults)["d"] == (5,)
+    fig2_defaults = knobs("fig2", "smoke")
+    got = parse_settings(["device=cpu", "amp=false", "patch_size=2"], fig2_defaults)
+    assert got == {"device": "cpu", "amp": False, "patch_size": 2}
+
+
+def test_cli_set_records_the_values_used(tmp_path):
+    res = _cli("fig3", "--scale", "smoke", "--set", "n_traj=50", "--set", "d=4",
+               "--set", "betas=0:3:1.5", "--out", str(tmp_path), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    ds = xr.open_dataset(tmp_path / "fig3.nc")
+    assert int(ds.attrs["fixed_n_traj"]) == 50
+    assert list(ds.d.values) == [4] and list(ds.beta.values) == [0.0, 1.5, 3.0]
+    assert "n_traj=50" in ds.attrs["overrides"] and "betas=(0.0, 1.5, 3.0)" in ds.attrs["overrides"]
 
 
 @pytest.mark.parametrize("bad, name", [(dict(d=(1,)), "d"), (dict(betas=(-1.0,)), "betas"),

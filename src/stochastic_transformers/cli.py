@@ -1,10 +1,11 @@
-"""Command line: ``python -m stochastic_transformers reproduce ID [--scale ...]``."""
+"""Command line: ``python -m stochastic_transformers reproduce ID [--scale ...] [--set k=v ...]``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -12,11 +13,21 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m stochastic_transformers",
         description="Reproduce the figures of 'Clustering in Deep Stochastic Transformers'.")
     sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("reproduce", help="compute one figure and write ID.nc, ID.png, ID.svg")
+    rep = sub.add_parser("reproduce", help="compute one figure (or all) and write ID.nc, ID.png, ID.svg")
     rep.add_argument("fig_id", nargs="?", help="figure id (see --list)")
     rep.add_argument("--list", action="store_true", help="list every figure id and exit")
+    rep.add_argument("--knobs", action="store_true",
+                     help="list the knobs of FIG_ID at --scale (what --set accepts) and exit")
+    rep.add_argument("--all", action="store_true",
+                     help="every figure in turn (a failure is reported and the others go on); "
+                          "prints a table of what each cost")
+    rep.add_argument("--skip", default="", metavar="ID,ID",
+                     help="with --all: figure ids to leave out")
     rep.add_argument("--scale", default="quick", choices=("smoke", "quick", "paper"),
                      help="smoke: seconds; quick: minutes (the book's default); paper: the paper's numbers")
+    rep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                     help="override one knob of the scale (repeatable): n_traj=1000, "
+                          "betas=0:4:0.25 (a range, both ends included), d=4,6,8 (a list)")
     rep.add_argument("--scheduler", default=None,
                      help="address of a running Dask scheduler (default: a local cluster)")
     rep.add_argument("--out", default="out", help="output folder (default: ./out)")
@@ -27,33 +38,80 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(message: str) -> int:
+    print(f"reproduce: {message}", file=sys.stderr)
+    return 2
+
+
+def _run_all(args, figures) -> int:
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    for fig_id in sorted(skip):
+        if fig_id not in figures.available():
+            return _fail(f"--skip: unknown figure id {fig_id!r}; ids: "
+                         f"{', '.join(figures.available())}")
+    cache_dir = args.cache_dir or str(Path(args.out) / "cache")
+    rows = []
+    for fig_id in figures.available():
+        if fig_id in skip:
+            rows.append((fig_id, "skipped", float("nan")))
+            continue
+        print(f"--- {fig_id} ({args.scale})", flush=True)
+        start = time.perf_counter()
+        try:
+            figures.reproduce(fig_id, args.scale, args.out, scheduler=args.scheduler,
+                              cache_dir=cache_dir, progress=not args.no_progress)
+            status = "ok"
+        except Exception as err:  # noqa: BLE001 - one figure's failure must not stop the rest
+            status = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:100]}"
+            print(f"reproduce: {fig_id}: {status}", file=sys.stderr, flush=True)
+        rows.append((fig_id, status, time.perf_counter() - start))
+    print(f"\n{'figure':<14}{'wall time':>12}  status")
+    for fig_id, status, wall in rows:
+        shown = "" if wall != wall else f"{wall:,.1f} s"
+        print(f"{fig_id:<14}{shown:>12}  {status}")
+    total = sum(w for _, _, w in rows if w == w)
+    print(f"{'total':<14}{total:>10,.1f} s")
+    return 0 if all(s in ("ok", "skipped") for _, s, _ in rows) else 1
+
+
 def main(argv=None) -> int:
     from . import figures
 
     args = _parser().parse_args(argv)
-    if args.command == "reproduce":
-        if args.list:
-            for fig_id, module in figures.available().items():
-                print(f"{fig_id:<14}{module.DESCRIPTION}")
-            return 0
-        if not args.fig_id:
-            print("reproduce: give a figure id, or --list to see them", file=sys.stderr)
-            return 2
-        try:
-            figures.get(args.fig_id)
-        except ValueError as err:
-            print(f"reproduce: {err}", file=sys.stderr)
-            return 2
-        from pathlib import Path
-
-        cache_dir = args.cache_dir or str(Path(args.out) / "cache")
-        start = time.perf_counter()
-        figures.reproduce(args.fig_id, args.scale, args.out, scheduler=args.scheduler,
-                          cache_dir=cache_dir, progress=not args.no_progress)
-        print(f"{args.fig_id} ({args.scale}) written to {args.out}/ in "
-              f"{time.perf_counter() - start:.1f} s")
+    if args.command != "reproduce":  # pragma: no cover
+        return 2
+    if args.list:
+        for fig_id, module in figures.available().items():
+            print(f"{fig_id:<14}{module.DESCRIPTION}")
         return 0
-    return 2  # pragma: no cover
+    if args.all:
+        if args.fig_id or args.settings:
+            return _fail("--all takes no figure id and no --set (each figure runs at its scale)")
+        return _run_all(args, figures)
+    if not args.fig_id:
+        return _fail("give a figure id, or --list to see them, or --all")
+    try:
+        defaults = figures.knobs(args.fig_id, args.scale)
+        overrides = figures.parse_settings(args.settings, defaults)
+    except ValueError as err:
+        return _fail(str(err))
+    if args.knobs:
+        from .figures._common import format_knob
+
+        for key, value in defaults.items():
+            print(f"{key:<18}{format_knob(value)}")
+        return 0
+    cache_dir = args.cache_dir or str(Path(args.out) / "cache")
+    start = time.perf_counter()
+    try:
+        figures.reproduce(args.fig_id, args.scale, args.out, scheduler=args.scheduler,
+                          cache_dir=cache_dir, progress=not args.no_progress, **overrides)
+    except (ValueError, FileNotFoundError, ModuleNotFoundError) as err:
+        # Bad knobs are refused before any compute; say it in one line.
+        return _fail(f"{args.fig_id}: {str(err).splitlines()[0]}")
+    print(f"{args.fig_id} ({args.scale}) written to {args.out}/ in "
+          f"{time.perf_counter() - start:.1f} s")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

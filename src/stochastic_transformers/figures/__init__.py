@@ -61,6 +61,26 @@ def get(fig_id: str):
     return figures[fig_id]
 
 
+def knobs(fig_id: str, scale: str) -> dict:
+    """Every knob of figure ``fig_id`` at ``scale`` with its value: what ``--set`` accepts.
+
+    A module may define ``KNOBS`` (defaults of knobs that no scale sets); the scale's
+    values take precedence.
+    """
+    from .._validation import check_choice
+
+    check_choice("scale", scale, SCALE_NAMES)
+    module = get(fig_id)
+    return {**getattr(module, "KNOBS", {}), **module.SCALES[scale]}
+
+
+def parse_settings(settings, defaults: dict) -> dict:
+    """``["key=value", ...]`` typed after ``defaults`` (see :func:`._common.parse_knob`)."""
+    from ._common import parse_settings as _parse
+
+    return _parse(settings, defaults)
+
+
 def save_figure(fig, out_dir, fig_id: str) -> list[Path]:
     """Write ``fig`` as ``ID.png`` (raster) and ``ID.svg`` (vector) in ``out_dir``."""
     from ..io import atomic_path
@@ -96,6 +116,7 @@ def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
     ds = module.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
                         **overrides)
     if ds is not None:
+        ds.attrs["overrides"] = "; ".join(f"{k}={v!r}" for k, v in overrides.items()) or "none"
         write_netcdf(ds, out / f"{fig_id}.nc")
     use_style()
     fig = module.plot(ds)

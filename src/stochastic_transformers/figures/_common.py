@@ -1,16 +1,83 @@
-"""Helpers shared by the figure modules: scales, schedulers, committed results."""
+"""Helpers shared by the figure modules: scales, knob parsing and checks, committed results."""
 
 from __future__ import annotations
 
+import math
+from numbers import Integral, Real
 from pathlib import Path
 
 from .._validation import check_choice, check_int, check_real
 
 SCALE_NAMES = ("smoke", "quick", "paper")
+ATTENTIONS = ("softmax", "unnormalized")
+
+
+# ----------------------------------------------------------------------------- knob checks
+def _reals(minimum, *, strict=False, maximum=None):
+    def check(name, values):
+        values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
+        if not values:
+            raise ValueError(f"{name} must hold at least one value")
+        return tuple(check_real(name, v, minimum, maximum, strict_min=strict) for v in values)
+    return check
+
+
+def _ints(minimum):
+    def check(name, values):
+        values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
+        if not values:
+            raise ValueError(f"{name} must hold at least one value")
+        return tuple(check_int(name, v, minimum) for v in values)
+    return check
+
+
+def _int_or_ints(minimum):
+    """A knob that is one integer in some figures and a list of them in others (d, n_tokens)."""
+    def check(name, value):
+        if isinstance(value, (tuple, list)):
+            return _ints(minimum)(name, value)
+        return check_int(name, value, minimum)
+    return check
+
+
+#: Checks of the knobs that several figures share, applied by :func:`resolve_scale` to
+#: every knob of these names before any compute.  Each takes (name, value) and returns
+#: the value converted, or raises a ValueError naming the knob and its allowed range.
+#: Knobs peculiar to one figure are checked by that figure's module.
+KNOB_CHECKS = {
+    "n_traj": lambda n, v: check_int(n, v, 1),
+    "L": lambda n, v: check_int(n, v, 1),
+    "T": lambda n, v: check_real(n, v, 0.0, strict_min=True),
+    "d": _int_or_ints(2),
+    "n_tokens": _int_or_ints(2),
+    "seed": lambda n, v: check_int(n, v, 0),
+    "tol": lambda n, v: check_real(n, v, 0.0, 1.0, strict_min=True),
+    "attention": lambda n, v: check_choice(n, v, ATTENTIONS),
+    "betas": _reals(0.0),
+    "epsilons": _reals(0.0),
+    "Ls": _ints(1),
+    "n_times": lambda n, v: check_int(n, v, 2),
+    "stop_level": lambda n, v: check_real(n, v, 0.0, 1.0),
+    "sigma": lambda n, v: check_real(n, v, 0.0, strict_min=True),
+}
+
+
+def check_whole_layers(T: float, L: int, name: str = "T") -> int:
+    """Number of layers ``T * L``; raises unless it is a whole number."""
+    layers = T * L
+    if abs(layers - round(layers)) > 1e-9 * max(1.0, layers):
+        raise ValueError(f"{name} * L must be a whole number of layers; got {name}={T}, L={L}")
+    return int(round(layers))
 
 
 def resolve_scale(scales: dict, scale: str, overrides: dict) -> dict:
-    """The knobs of ``scale`` with ``overrides`` applied; unknown knobs raise a ValueError."""
+    """The knobs of ``scale`` with ``overrides`` applied, the shared knobs checked.
+
+    Unknown knobs raise a ValueError listing the figure's knobs; an override of
+    ``None`` keeps the scale's value (the notebooks' parameters default to None).
+    Every knob named in :data:`KNOB_CHECKS` is checked and converted, and
+    ``T * L`` must be a whole number of layers, all before any compute.
+    """
     check_choice("scale", scale, SCALE_NAMES)
     knobs = dict(scales[scale])
     unknown = sorted(set(overrides) - set(knobs))
@@ -18,7 +85,151 @@ def resolve_scale(scales: dict, scale: str, overrides: dict) -> dict:
         raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; this figure takes "
                          f"{', '.join(sorted(knobs))}")
     knobs.update({k: v for k, v in overrides.items() if v is not None})
+    for name, check in KNOB_CHECKS.items():
+        if name in knobs and name in overrides and overrides[name] is not None:
+            knobs[name] = check(name, knobs[name])
+    if "T" in knobs and "L" in knobs:
+        check_whole_layers(knobs["T"], knobs["L"])
     return knobs
+
+
+# ----------------------------------------------------------------------------- --set values
+def _parse_scalar(text: str, like):
+    """``text`` read as the type of ``like`` (int, float, bool, str; None: inferred)."""
+    low = text.strip().lower()
+    if isinstance(like, bool) or (like is None and low in ("true", "false")):
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise ValueError("expected true or false")
+    if like is None:
+        if low in ("none", ""):
+            return None
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+    if isinstance(like, Integral):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+    if isinstance(like, Real):
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError("expected a number") from None
+        if not math.isfinite(value):
+            raise ValueError("expected a finite number")
+        return value
+    return text.strip()
+
+
+def _parse_range(text: str, like):
+    """``start:stop[:step]``, both ends included (step 1 by default)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError("a range is start:stop or start:stop:step")
+    kind = int if isinstance(like, Integral) and not isinstance(like, bool) else float
+    try:
+        start, stop = kind(parts[0]), kind(parts[1])
+        step = kind(parts[2]) if len(parts) == 3 else kind(1)
+    except ValueError:
+        raise ValueError(f"range bounds must be {'integers' if kind is int else 'numbers'}") \
+            from None
+    if not step > 0:
+        raise ValueError("a range's step must be > 0")
+    if stop < start:
+        raise ValueError("a range's stop must be >= its start")
+    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    if count > 100_000:
+        raise ValueError(f"the range holds {count} values (at most 100,000)")
+    values = [start + i * step for i in range(count)]
+    return [kind(round(v, 12)) if kind is float else v for v in values]
+
+
+def parse_knob(name: str, text: str, default):
+    """Read the text of ``--set name=text`` as the type of the knob's ``default``.
+
+    A knob whose default is a tuple takes a comma-separated list (``4,6,8``), a range
+    ``start:stop[:step]`` with both ends included (``0:4:0.25``), or one value; the
+    elements are read as the default's elements.  Other knobs take one value of the
+    default's type (a default of ``None`` accepts a number, true/false, none or text).
+    Raises a ValueError naming the knob and what it accepts.
+    """
+    try:
+        if isinstance(default, (tuple, list)):
+            like = default[0] if len(default) else 0.0
+            if ":" in text:
+                return tuple(_parse_range(text, like))
+            items = [t for t in text.split(",") if t.strip()]
+            if not items:
+                raise ValueError("expected at least one value")
+            return tuple(_parse_scalar(t, like) for t in items)
+        return _parse_scalar(text, default)
+    except ValueError as err:
+        kind = _describe(default)
+        raise ValueError(f"--set {name}={text}: {err}; {name} takes {kind}") from None
+
+
+def _kind_plural(like) -> str:
+    if isinstance(like, bool):
+        return "true/false values"
+    if isinstance(like, Integral):
+        return "integers"
+    if isinstance(like, Real):
+        return "numbers"
+    return "strings"
+
+
+def _describe(default) -> str:
+    if isinstance(default, (tuple, list)):
+        like = default[0] if len(default) else 0.0
+        example = ",".join(format_knob(v) for v in default[:3])
+        return f"a list of {_kind_plural(like)} (a,b,c or start:stop:step), e.g. {example}"
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, Integral):
+        return f"an integer, e.g. {default}"
+    if isinstance(default, Real):
+        return f"a number, e.g. {default:g}"
+    if default is None:
+        return "a value (a number, true/false, none or text)"
+    return f"a string, e.g. {default}"
+
+
+def format_knob(value) -> str:
+    """A knob's value as ``--set`` would take it (lists comma-separated, numbers plain)."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(format_knob(v) for v in value)
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, Integral):
+        return str(int(value))
+    if isinstance(value, Real):
+        return f"{float(value):g}"
+    return str(value)
+
+
+def parse_settings(settings, knobs: dict) -> dict:
+    """``["key=value", ...]`` -> ``{key: value}`` typed after ``knobs`` (a scale's defaults).
+
+    An unknown key or a malformed entry raises a ValueError naming it and what is accepted.
+    """
+    out = {}
+    for entry in settings or ():
+        key, sep, text = entry.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--set takes key=value, got {entry!r}")
+        if key not in knobs:
+            raise ValueError(f"--set {key}: unknown knob; this figure takes "
+                             f"{', '.join(sorted(knobs))}")
+        out[key] = parse_knob(key, text, knobs[key])
+    return out
 
 
 def default_scheduler(scale: str, scheduler):
@@ -56,11 +267,46 @@ def check_simulation_knobs(knobs: dict) -> dict:
     tol and seed; return them converted, or raise a ValueError naming the knob."""
     out = {"L": check_int("L", knobs["L"], 1),
            "T": check_real("T", knobs["T"], 0.0, strict_min=True)}
-    layers = out["T"] * out["L"]
-    if abs(layers - round(layers)) > 1e-9 * max(1.0, layers):
-        raise ValueError(f"T * L must be a whole number of layers; got T={out['T']}, L={out['L']}")
+    check_whole_layers(out["T"], out["L"])
     out["d"] = check_int("d", knobs["d"], 2)
-    out["attention"] = check_choice("attention", knobs["attention"], ("softmax", "unnormalized"))
+    out["attention"] = check_choice("attention", knobs["attention"], ATTENTIONS)
     out["tol"] = check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
     out["seed"] = check_int("seed", knobs["seed"], 0)
     return out
+
+
+def load_committed(fig_id: str, scale: str = "paper"):
+    """The result committed as ``results/ID_SCALE.nc``, loaded into memory, or None."""
+    import xarray as xr
+
+    path = committed_result(fig_id, scale)
+    if path is None:
+        return None
+    with xr.open_dataset(path) as ds:
+        return ds.load()
+
+
+def obtain(module, scale: str, *, cache_dir=None, progress=False, **overrides):
+    """What a notebook shows for ``scale``: ``(dataset, source)``, ``source`` a sentence.
+
+    At ``scale="paper"`` with no override, the committed result ``results/ID_paper.nc``
+    is loaded and nothing is recomputed; if the figure has none, the page falls back
+    to the quick scale and says so (``reproduce ID --scale paper`` computes it).  Any
+    other request is computed with the resumable cache in ``cache_dir``.
+    """
+    check_choice("scale", scale, SCALE_NAMES)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if scale == "paper" and not given:
+        ds = load_committed(module.ID, "paper")
+        if ds is not None:
+            commit = str(ds.attrs.get("git_commit", "unknown"))[:7]
+            wall = ds.attrs.get("wall_time_s")
+            cost = f", {float(wall):,.0f} s of wall time" if wall is not None else ""
+            return ds, (f"the committed paper-scale result (results/{module.ID}_paper.nc, "
+                        f"commit {commit}{cost})")
+        ds = module.compute("quick", cache_dir=cache_dir, progress=progress)
+        return ds, (f"the quick scale: no paper-scale result is committed for this figure "
+                    f"(`python -m stochastic_transformers reproduce {module.ID} --scale paper` "
+                    f"computes it)")
+    ds = module.compute(scale, cache_dir=cache_dir, progress=progress, **overrides)
+    return ds, f"a fresh run at the {scale!r} scale"

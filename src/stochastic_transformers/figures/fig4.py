@@ -9,9 +9,13 @@ integrable at exactly one end: the pair merges almost surely when
 almost surely when :math:`\varepsilon > \varepsilon_c(\beta)`, whatever d.
 
 The figure is the paper's phase diagram (colour = dominant outcome, intensity = its
-fraction, dashed :math:`\varepsilon_c`), plus a panel the paper does not have: the
-antipodal fraction against :math:`\varepsilon/\varepsilon_c(\beta)`, where the limit
-theory predicts a step at 1 for every beta.
+fraction, dashed :math:`\varepsilon_c`) at the paper's depth scale L = 100 and, on the
+same grid, at a deeper L (1000): Proposition 1 is a statement about L -> infinity, and
+at fixed L it holds only where the random part of a step,
+:math:`\varepsilon e^\beta/\sqrt L`, is small.  Two panels the paper does not have:
+the antipodal fraction against :math:`\varepsilon/\varepsilon_c(\beta)` at both
+depths, where the limit predicts a step at 1 for every beta, and a depth check at one
+point of the plane with L up to 10,000.
 """
 
 from __future__ import annotations
@@ -19,22 +23,24 @@ from __future__ import annotations
 import numpy as np
 
 from .. import simulate, theory
+from .._validation import check_int, check_real
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, check_whole_layers, default_scheduler, resolve_scale
 
 ID = "fig4"
-DESCRIPTION = "hybrid model: dominant outcome in the (beta, eps) plane with eps_c(beta) (Prop. 1)"
+DESCRIPTION = ("hybrid model: dominant outcome in the (beta, eps) plane with eps_c(beta) "
+               "(Prop. 1), at L = 100 and L = 1000")
 
 SCALES = {
     "smoke": dict(betas=tuple(np.linspace(0.0, 4.0, 5)), epsilons=tuple(np.linspace(0.0, 2.0, 5)),
-                  n_traj=100, L=20, T=20.0, d=3, tol=1e-3, seed=0,
+                  n_traj=100, Ls=(20, 60), T=20.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(20, 50), check_n_traj=50, check_T=10.0),
     "quick": dict(betas=tuple(np.linspace(0.0, 5.0, 21)), epsilons=tuple(np.linspace(0.0, 2.0, 21)),
-                  n_traj=1000, L=100, T=50.0, d=3, tol=1e-3, seed=0,
+                  n_traj=1000, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000), check_n_traj=400, check_T=50.0),
     "paper": dict(betas=tuple(np.linspace(0.0, 5.0, 41)), epsilons=tuple(np.linspace(0.0, 2.0, 41)),
-                  n_traj=1000, L=100, T=50.0, d=3, tol=1e-3, seed=0,
+                  n_traj=1000, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000, 10000), check_n_traj=1000, check_T=50.0),
 }
 
@@ -43,9 +49,27 @@ SCALES = {
 #: needs far longer than T to settle.
 BAND = 0.2
 
+#: A step's random part eps |A| / sqrt(L) counts as small below this (|A| = e^beta / 2,
+#: the unnormalised attention output of a token of an antipodal pair, the largest it gets).
+SMALL_STEP = 0.5
+
+#: beta ranges over which the summary averages the antipodal fraction above the curve.
+LOW_BETA, HIGH_BETA = 1.5, 3.0
+
+
+def step_size(beta, epsilon, L):
+    r"""Random part of one step near the antipodal pole, :math:`\varepsilon e^\beta / (2\sqrt L)`.
+
+    With unnormalised attention and two tokens at overlap -1 the attention output of a
+    token is :math:`(e^\beta x_i + e^{-\beta} x_j)/2`, of norm about :math:`e^\beta/2`,
+    and the random factor of the residual is :math:`\varepsilon\xi/\sqrt L`.
+    Broadcasts over its arguments.
+    """
+    return np.asarray(epsilon) * np.exp(np.asarray(beta)) / (2.0 * np.sqrt(np.asarray(L)))
+
 
 def cell(*, beta, epsilon, n_traj, L, T, d, tol, seed):
-    """One (beta, eps) point: outcome counts of the hybrid two-token model at T (USA)."""
+    """One (L, beta, eps) point: outcome counts of the hybrid two-token model at T (USA)."""
     ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, model="hybrid", epsilon=epsilon,
                   attention="unnormalized", seed=seed, n_threads=cell_threads())
     counts = outcome_counts(ds, tol=tol)
@@ -58,75 +82,154 @@ def depth_cell(*, L, beta, epsilon, n_traj, T, d, tol, seed):
     return cell(beta=beta, epsilon=epsilon, n_traj=n_traj, L=L, T=T, d=d, tol=tol, seed=seed)
 
 
+def check_knobs(knobs: dict) -> dict:
+    """Every knob checked and converted before any compute; errors name the knob."""
+    k = dict(knobs)
+    for name in ("betas", "epsilons"):
+        values = tuple(k[name]) if isinstance(k[name], (tuple, list)) else (k[name],)
+        if not values:
+            raise ValueError(f"{name} must hold at least one value")
+        k[name] = tuple(check_real(name, v, 0.0, 50.0 if name == "betas" else 100.0)
+                        for v in values)
+    Ls = tuple(k["Ls"]) if isinstance(k["Ls"], (tuple, list)) else (k["Ls"],)
+    if not Ls or len(set(Ls)) != len(Ls):
+        raise ValueError(f"Ls must hold distinct integers >= 1; got {k['Ls']}")
+    k["Ls"] = tuple(sorted(check_int("Ls", L, 1) for L in Ls))
+    k["T"] = check_real("T", k["T"], 0.0, strict_min=True)
+    for L in k["Ls"]:
+        check_whole_layers(k["T"], L)
+    k["n_traj"] = check_int("n_traj", k["n_traj"], 1)
+    k["d"] = check_int("d", k["d"], 2)
+    k["tol"] = check_real("tol", k["tol"], 0.0, 1.0, strict_min=True)
+    k["seed"] = check_int("seed", k["seed"], 0)
+    point = tuple(k["check_point"])
+    if len(point) != 2:
+        raise ValueError(f"check_point must be two numbers (beta, epsilon); got {k['check_point']}")
+    k["check_point"] = (check_real("check_point", point[0], 0.0, 50.0),
+                        check_real("check_point", point[1], 0.0, 100.0))
+    check_L = tuple(k["check_L"]) if isinstance(k["check_L"], (tuple, list)) else (k["check_L"],)
+    if not check_L:
+        raise ValueError("check_L must hold at least one depth scale")
+    k["check_L"] = tuple(check_int("check_L", L, 1) for L in check_L)
+    k["check_n_traj"] = check_int("check_n_traj", k["check_n_traj"], 1)
+    k["check_T"] = check_real("check_T", k["check_T"], 0.0, strict_min=True)
+    for L in k["check_L"]:
+        check_whole_layers(k["check_T"], L, "check_T")
+    return k
+
+
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (beta, eps) sweep; returns ``p_single(beta, epsilon)``, ``p_antipodal``, ...
+    """Run the (L, beta, eps) sweep; returns ``p_single(L, beta, epsilon)``, ``p_antipodal``, ...
 
     Also runs the *depth check*: at ``check_point`` = (beta, eps) the outcome fractions
     for each depth scale in ``check_L`` (variables ``depth_p_*(check_L)``), which tells a
-    discretisation effect of L = 100 from a disagreement with the limit.
+    discretisation effect of the depth scale from a disagreement with the limit.
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    if min(knobs["betas"]) < 0 or min(knobs["epsilons"]) < 0:
-        raise ValueError("betas and epsilons must be >= 0")
-    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "d", "tol")}
-    ds = run_sweep(cell, {"beta": [float(b) for b in knobs["betas"]],
+    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
+    sched = default_scheduler(scale, scheduler)
+    fixed = {k: knobs[k] for k in ("n_traj", "T", "d", "tol")}
+    ds = run_sweep(cell, {"L": list(knobs["Ls"]),
+                          "beta": [float(b) for b in knobs["betas"]],
                           "epsilon": [float(e) for e in knobs["epsilons"]]},
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=default_scheduler(scale, scheduler), progress=progress)
+                   scheduler=sched, progress=progress)
     for outcome in ("single", "antipodal", "unclustered"):
         ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
     # Depth check: at one point where L = 100 departs from the limit, let L grow.
-    beta_chk, eps_chk = (float(v) for v in knobs["check_point"])
-    chk = run_sweep(depth_cell, {"L": [int(v) for v in knobs["check_L"]]},
+    beta_chk, eps_chk = knobs["check_point"]
+    chk = run_sweep(depth_cell, {"L": list(knobs["check_L"])},
                     fixed={"beta": beta_chk, "epsilon": eps_chk, "n_traj": knobs["check_n_traj"],
                            "T": knobs["check_T"], "d": knobs["d"], "tol": knobs["tol"]},
                     seed=knobs["seed"], name=f"{ID}-depth-{scale}", cache_dir=cache_dir,
-                    scheduler=default_scheduler(scale, scheduler), progress=progress)
+                    scheduler=sched, progress=progress)
     for outcome in ("single", "antipodal", "unclustered"):
         chk = add_fraction(chk, f"n_{outcome}", "n_traj", f"p_{outcome}")
     for name in ("p_single", "p_antipodal", "p_unclustered", "p_antipodal_low", "p_antipodal_high",
                  "p_single_low", "p_single_high"):
         ds[f"depth_{name}"] = chk[name].rename(L="check_L")
     ds.attrs.update(check_beta=beta_chk, check_epsilon=eps_chk,
-                    check_n_traj=knobs["check_n_traj"], check_T=knobs["check_T"])
+                    check_n_traj=knobs["check_n_traj"], check_T=knobs["check_T"],
+                    check_wall_time_s=float(chk.attrs.get("wall_time_s", float("nan"))))
     ds["epsilon_c"] = (("beta",), np.asarray(theory.critical_epsilon(ds.beta.values), dtype=float))
     ratio = ds.epsilon / ds.epsilon_c
     ds["p_antipodal_theory"] = (ratio > 1).astype(float)
     ds["dominant_antipodal"] = ds.p_antipodal > ds.p_single
-    ds.attrs.update(scale=scale, figure=ID, band=BAND)
+    ds["step_size"] = (("L", "beta", "epsilon"),
+                       step_size(ds.beta.values[None, :, None], ds.epsilon.values[None, None, :],
+                                 ds.L.values[:, None, None]))
+    ds.attrs.update(scale=scale, figure=ID, band=BAND, small_step=SMALL_STEP)
     return ds
 
 
-def summary(ds) -> dict:
-    """Share of cells, away from the threshold band, whose dominant outcome matches theory."""
-    log_ratio = np.log(np.maximum(ds.epsilon.values[None, :], 1e-300)
-                       / ds.epsilon_c.values[:, None])
+def _log_ratio(ds) -> np.ndarray:
+    """log(eps / eps_c(beta)) over (beta, epsilon); -inf at eps = 0 (deep in the merging side)."""
+    with np.errstate(divide="ignore"):
+        return np.log(ds.epsilon.values[None, :] / ds.epsilon_c.values[:, None])
+
+
+def summary_at(ds, L) -> dict:
+    """Agreement of the dominant outcome with Proposition 1 at one depth scale ``L``.
+
+    Cells within :data:`BAND` of the threshold (in log eps / eps_c) are left out.
+    ``small`` cells are those whose step's random part is below :data:`SMALL_STEP`.
+    """
+    sub = ds.sel(L=L)
+    log_ratio = _log_ratio(sub)
     away = np.abs(log_ratio) > BAND
     predicted_anti = log_ratio > 0
-    observed_anti = ds.dominant_antipodal.values
-    agree = (predicted_anti == observed_anti) & away
+    agree = (predicted_anti == sub.dominant_antipodal.values) & away
     wrong = away & ~agree
-    # Size of the random part of one step, eps e^beta / sqrt(L) (USA: |A| ~ e^beta).
-    step = (ds.epsilon.values[None, :] * np.exp(ds.beta.values[:, None])
-            / np.sqrt(float(ds.attrs.get("fixed_L", 100))))
-    small = away & (step < 1.0)
-    out = {"n_cells": int(away.size), "n_away": int(away.sum()),
+    small = away & (sub.step_size.values < SMALL_STEP)
+    large = away & ~small
+    above = log_ratio > BAND
+    p_a = sub.p_antipodal.values
+    low = above & (sub.beta.values[:, None] <= LOW_BETA)
+    high = above & (sub.beta.values[:, None] >= HIGH_BETA)
+    out = {"L": int(L), "n_cells": int(away.size), "n_away": int(away.sum()),
+           "n_agree": int(agree.sum()),
            "share_agree": float(agree.sum() / max(away.sum(), 1)),
-           "n_small_step": int(small.sum()),
+           "n_small_step": int(small.sum()), "n_agree_small_step": int((agree & small).sum()),
            "share_agree_small_step": float((agree & small).sum() / max(small.sum(), 1)),
-           "share_agree_large_step": float((agree & away & ~small).sum()
-                                           / max((away & ~small).sum(), 1)),
+           "n_large_step": int(large.sum()), "n_agree_large_step": int((agree & large).sum()),
+           "share_agree_large_step": float((agree & large).sum() / max(large.sum(), 1)),
            "n_wrong": int(wrong.sum()),
-           "max_unclustered": float(ds.p_unclustered.max())}
-    if wrong.any():
-        bi, ei = np.nonzero(wrong)
-        out["wrong_cells"] = [(float(ds.beta.values[i]), float(ds.epsilon.values[j]))
-                              for i, j in zip(bi, ei)]
+           "n_wrong_small_step": int((wrong & small).sum()),
+           "mean_antipodal_above_low_beta": float(p_a[low].mean()) if low.any() else float("nan"),
+           "mean_antipodal_above_high_beta": float(p_a[high].mean()) if high.any() else float("nan"),
+           "max_unclustered": float(sub.p_unclustered.max())}
+    bi, ei = np.nonzero(wrong)
+    out["wrong_cells"] = [(float(sub.beta.values[i]), float(sub.epsilon.values[j]))
+                          for i, j in zip(bi, ei)]
+    return out
+
+
+def summary(ds) -> dict:
+    """Every number the notebook quotes: per depth scale and for the depth check.
+
+    ``by_L[L]`` is :func:`summary_at`; ``fixed_by_depth`` counts the cells that disagree
+    with the limit at the smallest L and agree at the largest, ``still_wrong`` those
+    that disagree at both; ``depth_check_limit_reached`` says whether the antipodal
+    fraction at the check point exceeds 0.9 at the largest L of the depth check
+    (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L.
+    """
+    Ls = [int(L) for L in ds.L.values]
+    by_L = {L: summary_at(ds, L) for L in Ls}
+    first, last = by_L[Ls[0]], by_L[Ls[-1]]
+    wrong_first = set(first["wrong_cells"])
+    wrong_last = set(last["wrong_cells"])
+    pa = ds.depth_p_antipodal.values
+    out = {**{k: v for k, v in first.items() if k != "L"}, "Ls": Ls, "by_L": by_L,
+           "fixed_by_depth": len(wrong_first - wrong_last),
+           "still_wrong": len(wrong_first & wrong_last),
+           "new_wrong": len(wrong_last - wrong_first),
+           "depth_check_antipodal": [float(p) for p in pa],
+           "depth_check_L": [int(L) for L in ds.check_L.values],
+           "depth_check_limit_reached": bool(pa[-1] > 0.9)}
     return out
 
 
 def plot(ds):
-    """Phase diagram (left) and the collapse onto eps / eps_c (right)."""
+    """Phase diagrams at every L (top), the collapse onto eps / eps_c and the depth check."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Patch
@@ -135,65 +238,88 @@ def plot(ds):
 
     single_c, anti_c = palette(10)[3], palette(10)[0]
     betas, eps = ds.beta.values, ds.epsilon.values
-    p_s, p_a = ds.p_single.values, ds.p_antipodal.values
-    dominant = np.where(p_a > p_s, 1, 0)
-    strength = np.maximum(p_s, p_a)
-    rgb = np.where(dominant[..., None] == 1, np.array(to_rgb(anti_c)), np.array(to_rgb(single_c)))
-    # intensity = fraction of the dominant outcome: blend towards white as it drops
-    image = 1.0 - strength[..., None] * (1.0 - rgb)
-    has_check = "depth_p_single" in ds
-    ncols = 3 if has_check else 2
-    fig, axes = plt.subplots(1, ncols, figsize=(15.5 if has_check else 11, 4.4),
-                             gridspec_kw={"width_ratios": [1.1, 1, 0.8][:ncols]})
-    ax, ax2 = axes[0], axes[1]
-    db, de = np.diff(betas).mean() if betas.size > 1 else 1, np.diff(eps).mean() if eps.size > 1 else 1
-    ax.imshow(np.transpose(image, (1, 0, 2)), origin="lower", aspect="auto", interpolation="nearest",
-              extent=(betas[0] - db / 2, betas[-1] + db / 2, eps[0] - de / 2, eps[-1] + de / 2))
+    Ls = ds.L.values
+    n_maps = len(Ls)
+    fig = plt.figure(figsize=(5.2 * max(n_maps, 2), 9.0))
+    grid = fig.add_gridspec(2, max(n_maps, 2), height_ratios=[1, 0.9])
+    db = np.diff(betas).mean() if betas.size > 1 else 1
+    de = np.diff(eps).mean() if eps.size > 1 else 1
     bf = np.linspace(betas[0], betas[-1], 300)
-    ax.plot(bf, theory.critical_epsilon(bf), "k--", lw=1.5)
-    ax.set_ylim(eps[0] - de / 2, eps[-1] + de / 2)
-    ax.set_xlabel(r"$\beta$")
-    ax.set_ylabel(r"$\varepsilon$")
-    ax.set_title("(a) dominant outcome at T (intensity = its fraction)", fontsize=10)
-    ax.legend(handles=[Patch(color=single_c, label="single cluster"),
-                       Patch(color=anti_c, label="antipodal pair"),
-                       plt.Line2D([], [], color="k", ls="--", label=r"$\varepsilon_c=\sqrt{2e^{-\beta}}$")],
-              loc="upper right", fontsize=8, frameon=True)
+    letters = "abcdefgh"
+    for k, L in enumerate(Ls):
+        ax = fig.add_subplot(grid[0, k])
+        sub = ds.sel(L=L)
+        p_s, p_a = sub.p_single.values, sub.p_antipodal.values
+        dominant = np.where(p_a > p_s, 1, 0)
+        strength = np.maximum(p_s, p_a)
+        rgb = np.where(dominant[..., None] == 1, np.array(to_rgb(anti_c)),
+                       np.array(to_rgb(single_c)))
+        image = 1.0 - strength[..., None] * (1.0 - rgb)  # fainter as the dominant share drops
+        ax.imshow(np.transpose(image, (1, 0, 2)), origin="lower", aspect="auto",
+                  interpolation="nearest",
+                  extent=(betas[0] - db / 2, betas[-1] + db / 2, eps[0] - de / 2, eps[-1] + de / 2))
+        ax.plot(bf, theory.critical_epsilon(bf), "k--", lw=1.5)
+        # Where the step's random part reaches SMALL_STEP: right of this line it is large.
+        eps_small = SMALL_STEP * 2.0 * np.sqrt(L) * np.exp(-bf)
+        ax.plot(bf, eps_small, color="0.25", ls=":", lw=1.4)
+        ax.set_ylim(eps[0] - de / 2, eps[-1] + de / 2)
+        ax.set_xlim(betas[0] - db / 2, betas[-1] + db / 2)
+        ax.set_xlabel(r"$\beta$")
+        ax.set_ylabel(r"$\varepsilon$")
+        ax.set_title(f"({letters[k]}) L = {int(L)}: dominant outcome at T", fontsize=10)
+        if k == 0:
+            ax.legend(handles=[Patch(color=single_c, label="single cluster"),
+                               Patch(color=anti_c, label="antipodal pair"),
+                               plt.Line2D([], [], color="k", ls="--",
+                                          label=r"$\varepsilon_c=\sqrt{2e^{-\beta}}$"),
+                               plt.Line2D([], [], color="0.25", ls=":",
+                                          label=rf"step $\varepsilon e^\beta/2\sqrt{{L}}$ = {SMALL_STEP:g}")],
+                      loc="upper right", fontsize=8, frameon=True)
+    # (next) collapse onto eps / eps_c, every depth scale: solid the deepest, dashed the others
+    ax2 = fig.add_subplot(grid[1, 0])
     ratio = ds.epsilon.values[None, :] / ds.epsilon_c.values[:, None]
-    shown = np.linspace(0, betas.size - 1, min(6, betas.size)).astype(int)
+    shown = np.linspace(0, betas.size - 1, min(5, betas.size)).astype(int)
     colours = palette(len(shown))
-    for colour, i in zip(colours, shown):
-        lo = ds.p_antipodal_low.values[i]
-        hi = ds.p_antipodal_high.values[i]
-        ax2.fill_between(ratio[i], lo, hi, color=colour, alpha=0.25, lw=0)
-        ax2.plot(ratio[i], p_a[i], "o-", ms=3, lw=1, color=colour, label=rf"$\beta$ = {betas[i]:.2g}")
+    styles = ["--", "-"] if n_maps == 2 else ["-"] * n_maps
+    for L, style in zip(Ls, styles if n_maps == 2 else ["-"] * n_maps):
+        sub = ds.sel(L=L)
+        for colour, i in zip(colours, shown):
+            if L == Ls[-1]:
+                ax2.fill_between(ratio[i], sub.p_antipodal_low.values[i],
+                                 sub.p_antipodal_high.values[i], color=colour, alpha=0.2, lw=0)
+            label = rf"$\beta$ = {betas[i]:.2g}" if L == Ls[-1] else None
+            ax2.plot(ratio[i], sub.p_antipodal.values[i], style, marker="o", ms=2.5, lw=1,
+                     color=colour, label=label)
     x = np.linspace(0, max(3.0, float(np.nanmax(ratio[shown]))), 400)
     ax2.plot(x, (x > 1).astype(float), "k-", lw=1.2, label="limit theory (step)")
+    if n_maps == 2:
+        ax2.plot([], [], "--", color="0.4", lw=1, label=f"L = {int(Ls[0])}")
+        ax2.plot([], [], "-", color="0.4", lw=1, label=f"L = {int(Ls[1])} (band: 95%)")
     ax2.set_xlim(0, min(4.0, float(np.nanmax(ratio[shown]))))
     ax2.set_xlabel(r"$\varepsilon / \varepsilon_c(\beta)$")
     ax2.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
-    ax2.set_title("(b) antipodal fraction against the predicted threshold", fontsize=10)
-    ax2.legend(fontsize=8, loc="lower right")
-    if has_check:
-        ax3 = axes[2]
-        Ls = ds.check_L.values
-        for name, colour, label in (("single", single_c, "single cluster"),
-                                    ("antipodal", anti_c, "antipodal pair")):
-            p = ds[f"depth_p_{name}"].values
-            lo, hi = ds[f"depth_p_{name}_low"].values, ds[f"depth_p_{name}_high"].values
-            ax3.fill_between(Ls, lo, hi, color=colour, alpha=0.25, lw=0)
-            ax3.plot(Ls, p, "o-", color=colour, ms=4, label=label)
-        ax3.plot(Ls, ds.depth_p_unclustered.values, "s:", color="0.4", ms=3, label="unclustered")
-        ax3.set_xscale("log")
-        ax3.set_ylim(-0.03, 1.03)
-        ax3.set_xlabel("depth scale L")
-        ax3.set_ylabel("fraction at T")
-        ax3.set_title(rf"(c) depth check at $\beta$ = {ds.attrs['check_beta']:g}, "
-                      rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (theory: antipodal)", fontsize=10)
-        ax3.legend(fontsize=8, loc="center right")
+    ax2.set_title(f"({letters[n_maps]}) antipodal fraction against the predicted threshold",
+                  fontsize=10)
+    ax2.legend(fontsize=7.5, loc="lower right", ncol=2)
+    ax3 = fig.add_subplot(grid[1, 1])
+    check_L = ds.check_L.values
+    for name, colour, label in (("single", single_c, "single cluster"),
+                                ("antipodal", anti_c, "antipodal pair")):
+        p = ds[f"depth_p_{name}"].values
+        lo, hi = ds[f"depth_p_{name}_low"].values, ds[f"depth_p_{name}_high"].values
+        ax3.fill_between(check_L, lo, hi, color=colour, alpha=0.25, lw=0)
+        ax3.plot(check_L, p, "o-", color=colour, ms=4, label=label)
+    ax3.plot(check_L, ds.depth_p_unclustered.values, "s:", color="0.4", ms=3, label="unclustered")
+    ax3.set_xscale("log")
+    ax3.set_ylim(-0.03, 1.03)
+    ax3.set_xlabel("depth scale L")
+    ax3.set_ylabel("fraction at T")
+    ax3.set_title(rf"({letters[n_maps + 1]}) depth check at $\beta$ = {ds.attrs['check_beta']:g}, "
+                  rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (theory: antipodal)", fontsize=10)
+    ax3.legend(fontsize=8, loc="center right")
     n = int(ds.n_traj.values.max())
-    fig.suptitle(f"Hybrid model, USA, N = 2, d = {ds.attrs.get('fixed_d', 3)}, "
-                 f"L = {ds.attrs.get('fixed_L', '?')}, T = {ds.attrs.get('fixed_T', '?')}, "
-                 f"{n:,} trajectories per cell", fontsize=10)
+    fig.suptitle(f"Hybrid model, USA, N = 2, d = {int(ds.attrs.get('fixed_d', 3))}, "
+                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}, "
+                 f"{n:,} trajectories per cell", fontsize=11)
     fig.tight_layout()
     return fig
