@@ -20,7 +20,7 @@ SMOKE := $(patsubst notebooks/%.md,_build/nbval/%.ipynb,$(NOTEBOOKS))
 SRC := $(shell find src -name '*.py' 2>/dev/null)
 BOOK_PAGES := $(shell find book -type f 2>/dev/null) _config.yml _toc.yml references.bib
 
-.PHONY: install book test test-unit test-notebooks test-browser bench clean
+.PHONY: install book paper test test-unit test-notebooks test-browser bench clean
 
 install: $(STAMP)
 
@@ -94,6 +94,14 @@ test-notebooks: $(STAMP) $(SMOKE)
 test-browser: $(STAMP)
 	$(MAKE) book SCALE=smoke BOOK_ROOT=_build/smoke
 	BOOK_HTML=_build/smoke/_build/html $(PY) -m pytest -q -p no:cacheprovider tests/browser
+
+# Every figure at the paper's statistics, one after the other, with the resumable cache in
+# out/paper/cache; prints what each cost.  SKIP=fig2,fig6 leaves figures out (fig2 needs
+# CIFAR-10 and, to finish in hours, a GPU).  A result worth keeping goes to
+# results/ID_paper.nc (+ .png), which `make book SCALE=paper` then shows without recomputing.
+paper: $(STAMP)
+	$(PY) -m stochastic_transformers reproduce --all --scale paper --out out/paper \
+	    $(if $(SKIP),--skip $(SKIP))
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_simulators.py

@@ -204,3 +204,18 @@ def test_reproduce_rejects_unknown_ids_and_scales(tmp_path):
     res = subprocess.run([sys.executable, "-m", "stochastic_transformers", "reproduce", "--list"],
                          capture_output=True, text=True, check=True)
     assert "fig3" in res.stdout and "fig4" in res.stdout
+
+
+def test_cli_all_runs_every_figure_not_skipped_and_prints_a_cost_table(tmp_path):
+    from stochastic_transformers import figures
+
+    skip = ",".join(f for f in figures.available() if f != "fig1")
+    res = _cli("--all", "--scale", "smoke", "--skip", skip, "--out", str(tmp_path),
+               "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "fig1.nc").is_file() and (tmp_path / "fig1.png").is_file()
+    table = res.stdout[res.stdout.index("figure"):]
+    assert "fig1" in table and "ok" in table and "skipped" in table and "total" in table
+    assert not (tmp_path / "fig3.nc").exists()
+    bad = _cli("--all", "--skip", "fig99", "--out", str(tmp_path))
+    assert bad.returncode == 2 and "fig99" in bad.stderr

@@ -8,6 +8,8 @@ could trip it).
 
 import math
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -67,7 +69,7 @@ def _layer(x, v, b, beta, softmax, h=0.3):
     n, d = x.shape
     out = x.copy()
     att.layer_literal(out, v, h, b, beta, softmax, np.empty((n, d)), np.empty((n, d)),
-                      np.empty((n, d)), np.empty(n), False)
+                      np.empty((n, d)), np.empty(n), False, np.empty(n))
     return out
 
 
@@ -255,3 +257,82 @@ def test_dataset_records_every_parameter():
         assert key in ds.attrs
     assert ds.gram.dims == ("trajectory", "i", "j")
     np.testing.assert_array_equal(ds.gram.values[:, 0, 0], 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# Unnormalised attention at huge beta: rescaled exactly, never NaN
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n_tokens, d, beta, method", [
+    (2, 4, 200.0, "overlap_chain"), (2, 4, 800.0, "overlap_chain"), (4, 4, 800.0, "gaussian_dn"),
+    (4, 4, 800.0, "literal"), (3, 5, 1e4, "gaussian_dn")])
+def test_unnormalised_attention_at_huge_beta_stays_finite(n_tokens, d, beta, method):
+    ds = simulate(n_tokens, d, beta, n_traj=20, L=10, T=2.0, attention="unnormalized",
+                  method=method, seed=1)
+    assert np.all(np.isfinite(ds.gram.values))
+    diag = np.diagonal(ds.gram.values, axis1=1, axis2=2)
+    np.testing.assert_allclose(diag, 1.0, atol=1e-12)
+
+
+def test_unnormalised_rescaling_is_the_same_layer():
+    """Above the rescaling threshold the layer equals normalize(x + h V A) computed in
+    extended precision (here: beta small enough that the plain formula is finite)."""
+    rng = np.random.default_rng(5)
+    n, d, h = 4, 3, 0.1
+    x = _random_cloud(rng, n, d)
+    v = rng.standard_normal((d, d))
+    beta = 1.2 * att.USA_SHIFT_FROM  # every logit on the diagonal is beta > the threshold
+    out = _layer(x, v, np.eye(d), beta, False, h=h)
+    # reference with the largest logit of each row factored out by hand
+    logits = beta * x @ x.T
+    top = logits.max(axis=1, keepdims=True)
+    scaled = np.exp(logits - top) @ x / n
+    ref = np.exp(-top) * x + h * scaled @ v.T
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+
+
+def test_pair_chain_rescaling_leaves_the_step_unchanged():
+    z = np.array([0.3, -1.1, 0.7, 0.2, 1.4, -0.5, 0.9])
+    for s_half in (0.2, 0.7, 0.99):
+        c_half = np.sqrt(1 - s_half**2)
+        beta = 0.9 * att.USA_PAIR_SHIFT_FROM  # below the threshold: compare both forms
+        ksum, kdiff = att.pair_weights(s_half, beta, False)
+        h = 1e-40  # keeps the unscaled step finite at this beta
+        plain = att.pair_layer_stochastic(s_half, c_half, h * ksum, h * kdiff, z)
+        lam = 0.5 * np.exp(beta)
+        scaled = att.pair_layer_stochastic_scaled(s_half, c_half, 1.0 / lam, h * ksum / lam,
+                                                  h * kdiff / lam, z)
+        np.testing.assert_allclose(plain, scaled, rtol=1e-12)
+        one, ks, kd = att.pair_weights_scaled(s_half, beta, False)
+        assert (one, ks, kd) == (1.0, ksum, kdiff)  # below the threshold: same bits
+
+
+def test_a_call_that_cannot_fit_in_memory_is_refused_before_compute(monkeypatch):
+    sim = sys.modules["stochastic_transformers.simulate"]
+
+    with pytest.raises(ValueError, match=r"n_traj=10,000,000,000,000 needs about .* GiB.*"
+                                         r"first_trajectory"):
+        simulate(2, 4, 1.0, n_traj=10**13, L=10, T=1.0)
+    # the advice is right: pieces of the advised size fit
+    monkeypatch.setattr(sim, "available_memory", lambda: 10**6)
+    with pytest.raises(ValueError, match="pieces of at most") as info:
+        simulate(3, 4, 1.0, n_traj=100_000, L=2, T=1.0)
+    fits = int(str(info.value).split("pieces of at most ")[1].split(" ")[0].replace(",", ""))
+    assert sim.memory_estimate("gaussian_dn", fits, 3, 4, 0) <= 10**6
+    simulate(3, 4, 1.0, n_traj=fits, L=2, T=1.0)  # runs
+
+
+def test_memory_estimate_bounds_what_simulate_allocates():
+    import tracemalloc
+
+    sim = sys.modules["stochastic_transformers.simulate"]
+
+    for n_tok, times in ((2, [0.5, 1.0]), (4, [0.25, 0.5, 1.0]), (2, None)):
+        simulate(n_tok, 4, 1.0, n_traj=10, L=4, T=1.0, times=times, seed=0)  # compile
+        tracemalloc.start()
+        ds = simulate(n_tok, 4, 1.0, n_traj=20_000, L=4, T=1.0, times=times, seed=0)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        est = sim.memory_estimate(ds.attrs["method"], 20_000, n_tok, 4,
+                                  0 if times is None else len(times))
+        assert peak <= 1.5 * est, (n_tok, times, peak, est)

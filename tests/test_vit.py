@@ -298,6 +298,64 @@ def test_fig2_summary_of_a_known_dataset():
     assert (s["wins"], s["ties"], s["n_seeds"]) == (2, 0, 2)
     assert s["sign_test_p"] == pytest.approx(0.25)
     assert s["ahead_from"] == 3 and not s["separated"]
+    # paired gaps 0.05 and 0.10: mean 0.075, sd 0.0354, t(0.975, 1) = 12.706
+    half = 12.7062047 * np.std([0.05, 0.10], ddof=1) / np.sqrt(2)
+    assert s["gap_low"] == pytest.approx(0.075 - half, rel=1e-6)
+    assert s["gap_high"] == pytest.approx(0.075 + half, rel=1e-6)
+    assert s["verdict"] == "no_detectable_difference"  # two pairs cannot exclude zero
+
+
+@pytest.mark.parametrize("gaps, verdict", [
+    ([0.02, 0.03, 0.01, 0.02, 0.04, 0.03, 0.02, 0.01, 0.03, 0.02], "gaussian_better"),
+    ([-0.02, -0.03, -0.01, -0.02, -0.04, -0.03, -0.02, -0.01, -0.03, -0.02], "identity_better"),
+    ([0.02, -0.03, 0.01, -0.02, 0.04, -0.03, 0.02, -0.01, 0.00, 0.01], "no_detectable_difference"),
+    ([0.03, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03, -0.001, -0.001, -0.001], "mixed"),
+    ([0.05], "single_seed"),
+])
+def test_fig2_verdicts_follow_interval_and_sign_test(gaps, verdict):
+    import xarray as xr
+
+    gaps = np.asarray(gaps)
+    ident = np.full((gaps.size, 2), 0.8)
+    gauss = ident + gaps[:, None]
+    ds = xr.Dataset({"val_accuracy": (("init", "seed", "epoch"), np.stack([ident, gauss]))},
+                    coords={"init": ["identity", "gaussian"], "seed": np.arange(gaps.size),
+                            "epoch": [1, 2]})
+    s = fig2.summary(ds)
+    assert s["verdict"] == verdict
+    assert s["wins"] + s["losses"] + s["ties"] == gaps.size
+    assert s["gap"] == pytest.approx(gaps.mean())
+
+
+def test_fig2_sign_test_matches_scipy():
+    from scipy import stats
+
+    for wins, losses in ((9, 1), (7, 3), (5, 5), (0, 10), (10, 0)):
+        one, two = fig2.sign_test(wins, losses)
+        ref = stats.binomtest(wins, wins + losses, 0.5)
+        assert one == pytest.approx(stats.binomtest(wins, wins + losses, 0.5,
+                                                    alternative="greater").pvalue)
+        assert two == pytest.approx(ref.pvalue)
+
+
+def test_fig2_flop_model_counts_the_paper_network():
+    f = fig2.training_flops()
+    assert f["tokens"] == 65  # 8 x 8 patches of 4 x 4 pixels and the class token
+    per_layer = 2 * (2 * 65 * 96 * 96 + 2 * 65 * 65 * 96)
+    assert f["forward_flops_per_image"] == 128 * per_layer
+    assert f["train_flops_per_run"] == 3 * 128 * per_layer * 50_000 * 300
+
+
+def test_cpu_training_is_bitwise_repeatable_and_restores_torch_mode():
+    cfg = TrainConfig(dataset="digits", depth=3, width=8, patch_size=4, epochs=2,
+                      warmup_epochs=1, seed=4, device="cpu", value_init="gaussian")
+    before = torch.are_deterministic_algorithms_enabled()
+    a = training.train(cfg, progress=False)
+    b = training.train(cfg, progress=False)
+    np.testing.assert_array_equal(a.train_loss, b.train_loss)
+    for pa, pb in zip(a.model.parameters(), b.model.parameters()):
+        assert torch.equal(pa, pb)
+    assert torch.are_deterministic_algorithms_enabled() == before
 
 
 def test_fig2_bad_overrides(tmp_path, monkeypatch):
@@ -328,3 +386,15 @@ def test_notebook_executes_at_smoke_scale(tmp_path):
                                cwd=str(notebooks), progress_bar=False, kernel_name="python3")
     text = out.read_text()
     assert "Figure 2" in text and "image/png" in text
+
+
+def test_fig2_without_the_vit_extra_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # as if scikit-learn were missing
+    with pytest.raises(ModuleNotFoundError, match=r"stochastic-transformers\[vit\]"):
+        fig2.compute("smoke", progress=False)
+    res = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['sklearn'] = None; "
+         "from stochastic_transformers.cli import main; sys.exit(main(['reproduce', 'fig2', "
+         "'--scale', 'smoke', '--out', 'unused']))"], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "stochastic-transformers[vit]" in res.stderr and "Traceback" not in res.stderr

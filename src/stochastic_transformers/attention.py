@@ -28,14 +28,25 @@ import numpy as np
 
 _JIT = dict(cache=True, nogil=True, error_model="numpy")
 
+#: Unnormalised attention: above this logit the weights are rescaled (see :func:`attention`).
+#: e^300 squared is still far below the largest double, so below it nothing is rescaled and
+#: the bits of every run at moderate beta stay what they were.
+USA_SHIFT_FROM = 300.0
+
 
 @nb.njit(**_JIT)
-def attention(x, B, beta, softmax, out, bx, weights, b_identity):
-    """Write the attention outputs :math:`A_i` of tokens ``x`` (N, d) into ``out`` (N, d).
+def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
+    """Write the attention outputs of tokens ``x`` (N, d) into ``out`` (N, d), rescaled.
 
-    Softmax weights are computed with the row maximum subtracted (log-sum-exp), so no
-    logit overflows; unnormalised weights :math:`e^{\\ell_{ij}}/N` are finite as long as
-    :math:`|\\ell_{ij}| < 709`, i.e. for any :math:`\\beta\\,\\|B\\| < 709`.
+    Token i gets :math:`c_i A_i` in ``out[i]`` and :math:`c_i` in ``self_scale[i]``; a
+    layer computes :math:`\\operatorname{normalize}(c_i x_i + h V (c_i A_i))`, which is
+    :math:`\\operatorname{normalize}(x_i + h V A_i)` exactly, normalisation being
+    invariant to a positive factor.  Softmax weights are computed with the row maximum
+    subtracted (log-sum-exp) and :math:`c_i = 1`.  Unnormalised weights
+    :math:`e^{\\ell_{ij}}/N` are used as they are (:math:`c_i = 1`) while the largest
+    logit :math:`m_i` of the row is at most :data:`USA_SHIFT_FROM`; above it they are
+    :math:`e^{\\ell_{ij} - m_i}/N` and :math:`c_i = e^{-m_i}` (which may underflow to 0:
+    the token's own share is then below rounding).  No beta gives an overflow or a NaN.
     """
     n_tok, d = x.shape
     # ``bx`` (N, d) and ``weights`` (N,) are scratch space owned by the caller: these
@@ -58,6 +69,7 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity):
             weights[j] = beta * acc
             if weights[j] > top:
                 top = weights[j]
+        self_scale[i] = 1.0
         if softmax:
             total = 0.0
             for j in range(n_tok):
@@ -65,6 +77,10 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity):
                 total += weights[j]
             for j in range(n_tok):
                 weights[j] /= total
+        elif top > USA_SHIFT_FROM:
+            for j in range(n_tok):
+                weights[j] = math.exp(weights[j] - top) / n_tok
+            self_scale[i] = math.exp(-top)
         else:
             for j in range(n_tok):
                 weights[j] = math.exp(weights[j]) / n_tok
@@ -129,25 +145,26 @@ def householder_r(m, r, v):
 
 
 @nb.njit(**_JIT)
-def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity):
+def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
     """One stochastic layer with an explicit value matrix ``v`` (d, d), in place on ``x``.
 
     :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + h\\, v A_i)`, :math:`h = L^{-1/2}`.
     """
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att, bx, weights, b_identity)
+    attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
     for i in range(n_tok):
         for a in range(d):
             acc = 0.0
             for b in range(d):
                 acc += v[a, b] * att[i, b]
-            y[i, a] = x[i, a] + h * acc
+            y[i, a] = self_scale[i] * x[i, a] + h * acc
     normalize_rows(y)
     x[:, :] = y
 
 
 @nb.njit(**_JIT)
-def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_identity, hv):
+def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_identity, hv,
+                      self_scale):
     """One stochastic layer with Gaussian V drawn through the exact d*N reduction.
 
     With :math:`M = [A_1 \\dots A_N] = QR` (thin QR, :math:`k=\\min(d,N)` columns of
@@ -156,10 +173,11 @@ def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_id
     scaled by sigma, replaces the d*d entries of V exactly in law.
     """
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att, bx, weights, b_identity)
+    attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
     for i in range(n_tok):
         for a in range(d):
             m[a, i] = att[i, a]
+    # R is linear in each column of M, so the rescaled columns c_i A_i give c_i (V A_i).
     householder_r(m, r, hv)
     k = r.shape[0]
     for i in range(n_tok):
@@ -167,19 +185,19 @@ def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_id
             acc = 0.0
             for c in range(k):
                 acc += g[a, c] * r[c, i]
-            y[i, a] = x[i, a] + h * acc
+            y[i, a] = self_scale[i] * x[i, a] + h * acc
     normalize_rows(y)
     x[:, :] = y
 
 
 @nb.njit(**_JIT)
-def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity):
+def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
     """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`."""
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att, bx, weights, b_identity)
+    attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
     for i in range(n_tok):
         for a in range(d):
-            y[i, a] = x[i, a] + w * att[i, a]
+            y[i, a] = self_scale[i] * x[i, a] + w * att[i, a]
     normalize_rows(y)
     x[:, :] = y
 
@@ -208,6 +226,29 @@ def pair_weights(s, beta, softmax):
         return 1.0, math.tanh(0.5 * q)
     scale = 0.5 * math.exp(beta)
     return scale * (1.0 + math.exp(-q)), -scale * math.expm1(-q)
+
+
+#: Unnormalised pair weights are rescaled above this beta (see :func:`pair_weights_scaled`).
+USA_PAIR_SHIFT_FROM = 100.0
+
+
+@nb.njit(**_JIT)
+def pair_weights_scaled(s, beta, softmax):
+    """``(one, a+b, a-b)``: :func:`pair_weights` divided by a common factor, and 1 divided too.
+
+    A layer of the pair chain depends only on the ratios of ``(1, a+b, a-b)`` (the new
+    angle is an ``atan2`` of two quantities of the same degree), so dividing all three by
+    :math:`e^\beta/2` leaves it unchanged in exact arithmetic.  Unnormalised weights grow
+    like :math:`e^\beta` and their fourth powers overflow beyond :math:`\beta \approx 177`,
+    so above :data:`USA_PAIR_SHIFT_FROM` they are divided (``one`` = :math:`2e^{-\beta}`,
+    which underflows to 0 for huge beta); below it, and for softmax, ``one`` is 1 and
+    the weights are those of :func:`pair_weights`, bit for bit.
+    """
+    if softmax or beta <= USA_PAIR_SHIFT_FROM:
+        ksum, kdiff = pair_weights(s, beta, softmax)
+        return 1.0, ksum, kdiff
+    q = 2.0 * beta * s * s
+    return 2.0 * math.exp(-beta), 1.0 + math.exp(-q), -math.expm1(-q)
 
 
 @nb.njit(**_JIT)
@@ -256,6 +297,12 @@ def pair_step(s, c, u0, u1, u2, w0, w1, w2, w3):
 
 @nb.njit(**_JIT)
 def pair_layer_stochastic(s, c, kappa_sum, kappa_diff, z):
+    """:func:`pair_layer_stochastic_scaled` with ``one`` = 1 (weights not rescaled)."""
+    return pair_layer_stochastic_scaled(s, c, 1.0, kappa_sum, kappa_diff, z)
+
+
+@nb.njit(**_JIT)
+def pair_layer_stochastic_scaled(s, c, one, kappa_sum, kappa_diff, z):
     """One stochastic layer of the overlap chain (Gaussian V, B = identity).
 
     ``kappa_sum`` = :math:`h\\sigma(a+b)`, ``kappa_diff`` = :math:`h\\sigma(a-b)`.
@@ -263,10 +310,11 @@ def pair_layer_stochastic(s, c, kappa_sum, kappa_diff, z):
     :math:`V[u\\,w]` in the plane, and the Bartlett factor (T11, T21, T22) of the
     Wishart(d-2) Gram matrix of its components orthogonal to the plane
     (:math:`T_{11}^2 \\sim \\chi^2_{d-2}`, :math:`T_{21}\\sim N(0,1)`,
-    :math:`T_{22}^2 \\sim\\chi^2_{d-3}`).
+    :math:`T_{22}^2 \\sim\\chi^2_{d-3}`).  ``one`` is the coefficient of the tokens
+    themselves (1, or the common factor of :func:`pair_weights_scaled`).
     """
     g11, g21, g12, g22, t11, t21, t22 = z[0], z[1], z[2], z[3], z[4], z[5], z[6]
     return pair_step(s, c,
-                     1.0 + kappa_sum * g11, kappa_sum * g21, kappa_sum * t11,
-                     kappa_diff * g12, 1.0 + kappa_diff * g22, kappa_diff * t21,
+                     one + kappa_sum * g11, kappa_sum * g21, kappa_sum * t11,
+                     kappa_diff * g12, one + kappa_diff * g22, kappa_diff * t21,
                      kappa_diff * t22)

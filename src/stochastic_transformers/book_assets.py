@@ -195,7 +195,8 @@ def link_notebooks(text: str, names: set[str]) -> str:
 
 def stage_notebook(src: Path, dst: Path, names: set[str]) -> int:
     """Copy one executed notebook, with :func:`link_notebooks` applied to its markdown
-    cells and to the Markdown its code displayed.
+    cells and to the Markdown its code displayed, and papermill's injected-parameters
+    cell tagged ``remove-cell`` (hidden from the page).
 
     The copy keeps the source's mtime, so an unchanged notebook looks unchanged to Sphinx.
     """
@@ -208,6 +209,11 @@ def stage_notebook(src: Path, dst: Path, names: set[str]) -> int:
         return link_notebooks("".join(text) if isinstance(text, list) else text, names)
 
     for cell in nb.get("cells", []):
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        # papermill's cell of injected values (scale = "smoke", ...) is build plumbing;
+        # the page shows the parameters cell with its comments instead.
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
         if cell.get("cell_type") == "markdown":
             cell["source"] = relink(cell.get("source", ""))
         for output in cell.get("outputs", []):  # Markdown that the code displayed

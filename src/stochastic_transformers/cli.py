@@ -35,6 +35,19 @@ def _parser() -> argparse.ArgumentParser:
                      help="folder of finished sweep cells; a killed run resumes from it "
                           "(default: OUT/cache)")
     rep.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    nb = sub.add_parser("notebook", help="execute one notebook of the book with papermill, "
+                                         "writing DIR/ID.ipynb")
+    nb.add_argument("nb_id", nargs="?", help="notebook id: a figure id (fig3) or a notebook "
+                                             "name (overlap_trajectories); see --list")
+    nb.add_argument("--list", action="store_true", help="list the notebooks and exit")
+    nb.add_argument("--scale", default="quick", choices=("smoke", "quick", "paper"))
+    nb.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", default=[],
+                    metavar=("KEY", "VALUE"),
+                    help="a parameter of the notebook (repeatable), read like reproduce --set: "
+                         "-p n_traj 1000 -p betas 0:4:0.5")
+    nb.add_argument("--out", default="out", help="output folder (default: ./out)")
+    nb.add_argument("--kernel", default="python3", help="Jupyter kernel (default: python3)")
     return parser
 
 
@@ -78,6 +91,8 @@ def main(argv=None) -> int:
     from . import figures
 
     args = _parser().parse_args(argv)
+    if args.command == "notebook":
+        return _notebook(args)
     if args.command != "reproduce":  # pragma: no cover
         return 2
     if args.list:
@@ -110,6 +125,29 @@ def main(argv=None) -> int:
         # Bad knobs are refused before any compute; say it in one line.
         return _fail(f"{args.fig_id}: {str(err).splitlines()[0]}")
     print(f"{args.fig_id} ({args.scale}) written to {args.out}/ in "
+          f"{time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _notebook(args) -> int:
+    from . import notebooks
+
+    if args.list:
+        for nb_id, path in notebooks.available().items():
+            print(f"{nb_id:<22}{path.name}")
+        return 0
+    if not args.nb_id:
+        print("notebook: give a notebook id, or --list to see them", file=sys.stderr)
+        return 2
+    try:
+        path = notebooks.find(args.nb_id)
+        params = notebooks.parse_parameters(path, args.parameters, args.scale)
+    except ValueError as err:
+        print(f"notebook: {err}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    out = notebooks.execute(path, args.out, params, kernel=args.kernel)
+    print(f"{args.nb_id} ({args.scale}) executed into {out} in "
           f"{time.perf_counter() - start:.1f} s")
     return 0
 

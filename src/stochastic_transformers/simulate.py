@@ -26,6 +26,7 @@ trajectories are split across calls or workers (``first_trajectory``).
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -103,18 +104,19 @@ def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv
         stop = -1
         z = np.empty(7)
         for layer in range(1, n_layers + 1):
-            ksum, kdiff = _att.pair_weights(s, beta, softmax)
+            one, ksum, kdiff = _att.pair_weights_scaled(s, beta, softmax)
             if hybrid:
                 w = inv_l + epsilon * _rng.normal(state) * h
-                s, c = _att.pair_step(s, c, 1.0 + w * ksum, 0.0, 0.0,
-                                      0.0, 1.0 + w * kdiff, 0.0, 0.0)
+                s, c = _att.pair_step(s, c, one + w * ksum, 0.0, 0.0,
+                                      0.0, one + w * kdiff, 0.0, 0.0)
             else:
                 for k in range(4):
                     z[k] = _rng.normal(state)
                 z[5] = _rng.normal(state) if d >= 3 else 0.0
                 z[4] = _rng.sqrt_chi2(state, d - 2)
                 z[6] = _rng.sqrt_chi2(state, d - 3)
-                s, c = _att.pair_layer_stochastic(s, c, h * sigma * ksum, h * sigma * kdiff, z)
+                s, c = _att.pair_layer_stochastic_scaled(s, c, one, h * sigma * ksum,
+                                                         h * sigma * kdiff, z)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
                 rec_s[t, ptr] = s
                 rec_c[t, ptr] = c
@@ -175,6 +177,7 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
         g = np.empty((d, k))
         bx = np.empty((n_tok, d))
         weights = np.empty(n_tok)
+        self_scale = np.empty(n_tok)
         hv = np.empty(d)
         ptr = 0
         for layer in range(0, n_layers + 1):
@@ -183,16 +186,18 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
                     for a in range(d):
                         for b in range(d):
                             v[a, b] = _value_entry(state, law, sigma)
-                    _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity)
+                    _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity,
+                                       self_scale)
                 elif kind == 1:
                     for a in range(d):
                         for b in range(k):
                             g[a, b] = sigma * _rng.normal(state)
                     _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights,
-                                           b_identity, hv)
+                                           b_identity, hv, self_scale)
                 else:
                     w = inv_l + epsilon * _rng.normal(state) * h
-                    _att.layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity)
+                    _att.layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity,
+                                      self_scale)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
                 for i in range(n_tok):
                     for j in range(n_tok):
@@ -348,6 +353,7 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     rec_layers = np.rint(times_arr * L).astype(np.int64)
     order = np.argsort(rec_layers, kind="stable")
     method = _resolve_method(method, model, n_tokens, d, values, b_is_identity)
+    _check_memory(method, n_traj, n_tokens, d, rec_layers.size, x0_arr is not None)
 
     if stop_level is None:
         stop_level = 1e-6 if (times is None and method == "overlap_chain"
@@ -393,6 +399,56 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         wall_time_s=time.perf_counter() - t_start,
     ))
     return ds
+
+
+def memory_estimate(method: str, n_traj: int, n_tokens: int, d: int, n_times: int,
+                    x0_given: bool = False) -> int:
+    """Bytes that :func:`simulate` holds at its peak for these sizes (an upper estimate).
+
+    Overlap chain: the half-angle states and their records, the 2 x 2 Gram matrices and
+    the gaps (about ``88 + 96 n_times`` bytes a trajectory).  N tokens: the tokens, the
+    recorded Gram matrices, their reordered copy and the final Gram matrix.  A quarter is
+    added for xarray's bookkeeping and temporaries.
+    """
+    if method == "overlap_chain":
+        per_traj = 88 + 96 * n_times
+    else:
+        per_traj = 8 * (2 * n_tokens * d + n_tokens**2 + 2 * n_times * n_tokens**2)
+        if x0_given:
+            per_traj += 8 * n_tokens * d
+    return int(1.25 * per_traj * n_traj)
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process now (MemAvailable on Linux), or the
+    machine's physical memory where that cannot be read."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
+        return 2**63 - 1
+
+
+def _check_memory(method, n_traj, n_tokens, d, n_times, x0_given):
+    """Refuse, before any compute, a call whose arrays cannot fit in memory."""
+    need = memory_estimate(method, n_traj, n_tokens, d, n_times, x0_given)
+    have = available_memory()
+    if need <= have:
+        return
+    per_traj = max(1, need // n_traj)
+    fits = max(1, int(0.5 * have // per_traj))
+    raise ValueError(
+        f"n_traj={n_traj:,} needs about {need / 2**30:,.1f} GiB for its results "
+        f"({per_traj:,} bytes a trajectory with method={method!r}), more than the "
+        f"{have / 2**30:,.1f} GiB available; run it in pieces of at most {fits:,} "
+        f"trajectories with first_trajectory=0, {fits}, {2 * fits}, ... (the pieces give the "
+        f"same bits as one call), or as a sweep of cells (stochastic_transformers.sweep.run_sweep)")
 
 
 def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, inv_l,

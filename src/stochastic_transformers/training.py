@@ -49,6 +49,7 @@ there a resumed run is statistically, not bitwise, the same.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -524,6 +525,34 @@ def train(config: TrainConfig, *, checkpoint=None, progress: bool = True, data: 
         checkpoint of that epoch is written.
     """
     cfg = config.validate()
+    with _deterministic(cfg.device):
+        return _train(cfg, checkpoint=checkpoint, progress=progress, data=data,
+                      stop_after=stop_after, on_epoch_end=on_epoch_end)
+
+
+@contextlib.contextmanager
+def _deterministic(device: str):
+    """torch's deterministic algorithms on the CPU for the duration of one run.
+
+    With the same thread count, a CPU run is then bit-for-bit repeatable on one
+    machine (tested); other machines and thread counts may round differently
+    (another BLAS kernel or reduction order), which changes the last bits and,
+    through training, the final accuracy by a few tenths of a point.  On CUDA
+    the fast non-deterministic kernels are kept (see the module docstring).
+    The previous setting is restored afterwards.
+    """
+    if not str(device).startswith("cpu"):
+        yield
+        return
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch_end) -> TrainResult:
     if stop_after is not None:
         check_int("stop_after", stop_after, 0, cfg.epochs)
     if data is not None and data.name != cfg.dataset:

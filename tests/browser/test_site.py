@@ -279,3 +279,43 @@ def test_screenshots_saved(crawl, artifacts):
     for name in SCREENSHOTS.values():
         shot = artifacts / name
         assert shot.is_file() and shot.stat().st_size > 10_000, f"no screenshot {shot}"
+
+
+# --------------------------------------------------------------------------
+# The executed notebooks behind the pages (no browser needed, only the built site)
+# --------------------------------------------------------------------------
+def _executed_notebooks(site_dir: Path) -> list[Path]:
+    # BOOK_HTML is <root>/_build/html; make executes into <root>/_build/executed/<scale>/.
+    folders = sorted((site_dir.parent / "executed").glob("*"))
+    return sorted(p for folder in folders for p in folder.glob("*.ipynb")
+                  if not p.name.endswith((".in.ipynb", ".tmp.ipynb")))
+
+
+def test_no_executed_notebook_shows_a_warning_or_an_error(site_dir):
+    import json
+
+    found = _executed_notebooks(site_dir)
+    assert found, f"no executed notebooks next to {site_dir}"
+    problems = []
+    for path in found:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for k, cell in enumerate(nb["cells"]):
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
+                if out.get("output_type") == "error":
+                    problems.append(f"{path.name} cell {k}: error {out.get('ename')}")
+                elif out.get("name") == "stderr" and text.strip():
+                    problems.append(f"{path.name} cell {k}: stderr {text.strip()[:120]!r}")
+                elif "Warning" in text:
+                    problems.append(f"{path.name} cell {k}: {text.strip()[:120]!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_injected_parameters_are_hidden_on_the_pages(site_dir):
+    pages = sorted((site_dir / "notebooks").glob("*.html"))
+    assert pages
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert "tag_injected-parameters" not in html, page.name
+        if "tag_parameters" in html:  # the documented parameters cell stays visible
+            assert "tag_remove-cell" not in html.split("tag_parameters")[0][-200:]

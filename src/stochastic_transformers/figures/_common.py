@@ -291,7 +291,7 @@ def obtain(module, scale: str, *, cache_dir=None, progress=False, **overrides):
 
     At ``scale="paper"`` with no override, the committed result ``results/ID_paper.nc``
     is loaded and nothing is recomputed; if the figure has none, the page falls back
-    to the quick scale and says so (``reproduce ID --scale paper`` computes it).  Any
+    to the quick scale and says so (``ds.attrs["shown_scale"]`` is the scale shown) (``reproduce ID --scale paper`` computes it).  Any
     other request is computed with the resumable cache in ``cache_dir``.
     """
     check_choice("scale", scale, SCALE_NAMES)
@@ -302,11 +302,14 @@ def obtain(module, scale: str, *, cache_dir=None, progress=False, **overrides):
             commit = str(ds.attrs.get("git_commit", "unknown"))[:7]
             wall = ds.attrs.get("wall_time_s")
             cost = f", {float(wall):,.0f} s of wall time" if wall is not None else ""
+            ds.attrs["shown_scale"] = "paper"
             return ds, (f"the committed paper-scale result (results/{module.ID}_paper.nc, "
                         f"commit {commit}{cost})")
         ds = module.compute("quick", cache_dir=cache_dir, progress=progress)
+        ds.attrs["shown_scale"] = "quick"
         return ds, (f"the quick scale: no paper-scale result is committed for this figure "
                     f"(`python -m stochastic_transformers reproduce {module.ID} --scale paper` "
                     f"computes it)")
     ds = module.compute(scale, cache_dir=cache_dir, progress=progress, **overrides)
+    ds.attrs["shown_scale"] = scale
     return ds, f"a fresh run at the {scale!r} scale"

@@ -14,8 +14,10 @@ Scales
 ``quick``
     the paper's network (128 attention layers of width 96) on scikit-learn's
     8 x 8 digits, cut into four 4 x 4 patches (five tokens with the class
-    token), for 20 epochs (2 warm-up, learning rate 3e-3) and 3 seeds: both
-    initialisations train in about ten minutes on two CPU cores.
+    token), for 20 epochs (2 warm-up, learning rate 3e-3) and 10 seed pairs:
+    enough pairs for a paired comparison with a confidence interval and a sign
+    test.  The 20 runs train in about 25 minutes on two CPU cores, once: every
+    finished run is a checkpoint in ``cache_dir``.
 ``paper``
     the paper's run: CIFAR-10, depth 128, width 96, 300 epochs (8 warm-up),
     batch 128, AutoAugment, 5 seeds.  Hours on one GPU.  The CIFAR-10 folder
@@ -58,7 +60,7 @@ SCALES = {
     "smoke": {"dataset": "digits", "depth": 4, "width": 8, "patch_size": 4, "epochs": 2,
               "warmup_epochs": 1, "seeds": 1, "lr": 3e-3, "device": "cpu"},
     "quick": {"dataset": "digits", "depth": 128, "width": 96, "patch_size": 4, "epochs": 20,
-              "warmup_epochs": 2, "seeds": 3, "lr": 3e-3, "device": "cpu"},
+              "warmup_epochs": 2, "seeds": 10, "lr": 3e-3, "device": "cpu"},
     "paper": {"dataset": "cifar10", "depth": 128, "width": 96, "patch_size": 4, "epochs": 300,
               "warmup_epochs": 8, "seeds": 5, "lr": 1e-3, "device": None, "data_dir": None},
 }
@@ -75,8 +77,28 @@ _LABELS = {"identity": "identity V, shared by all layers (constant)",
 _DATASET_NAMES = {"digits": "8x8 digits", "cifar10": "CIFAR-10"}
 
 
+#: What to install for this figure.
+VIT_EXTRA = "pip install 'stochastic-transformers[vit]'  (PyTorch and scikit-learn)"
+
+
+def _require_vit():
+    """Import the training module, or say which extra is missing."""
+    try:
+        import sklearn  # noqa: F401 - the digits data set of the smoke and quick scales
+        import torch  # noqa: F401
+
+        from .. import training
+    except ModuleNotFoundError as err:
+        if err.name and err.name.split(".")[0] in ("torch", "sklearn"):
+            raise ModuleNotFoundError(
+                f"Figure 2 needs {err.name.split('.')[0]!r}, which is not installed: "
+                f"{VIT_EXTRA}", name=err.name) from None
+        raise
+    return training
+
+
 def _params(scale: str, overrides: dict) -> dict:
-    from .. import training
+    training = _require_vit()
 
     check_choice("scale", scale, tuple(SCALES))
     unknown = sorted(set(overrides) - set(KNOBS))
@@ -128,10 +150,10 @@ def compute(scale: str = "quick", *, scheduler=None, cache_dir=None, progress: b
     ``scheduler`` is ignored (the runs are sequential); ``cache_dir`` holds one
     checkpoint per run (``cache_dir/fig2/<init>-seed<s>-<hash>.pt``).
     """
-    from ..training import load_data, train
-
     del scheduler  # the runs share one device; see the module docstring
     p = _params(scale, overrides)
+    from ..training import load_data, train
+
     data = load_data(p["dataset"], p["data_dir"], download=p["download"])
     n_epochs, seeds = p["epochs"], list(range(p["seeds"]))
     acc = np.full((len(p["inits"]), len(seeds), n_epochs), np.nan)
@@ -157,6 +179,7 @@ def compute(scale: str = "quick", *, scheduler=None, cache_dir=None, progress: b
              "sigma": p["sigma"], "pool": p["pool"], "augment": cfg0.augment,
              "device": cfg0.device, "amp": cfg0.amp, "compile": cfg0.compile,
              "train_size": int(len(data.train_y)), "val_size": int(len(data.val_y)),
+             "torch_threads": int(_torch_threads()), "torch_version": _torch_version(),
              "wall_time_s": time.perf_counter() - start}
     coords = {"init": list(p["inits"]), "seed": seeds, "epoch": np.arange(1, n_epochs + 1)}
     dims = ("init", "seed", "epoch")
@@ -168,21 +191,81 @@ def compute(scale: str = "quick", *, scheduler=None, cache_dir=None, progress: b
         coords=coords, attrs=attrs)
 
 
-def summarize(ds: xr.Dataset) -> dict:
-    """Final-epoch validation accuracy per initialisation, and the paired comparison.
+def _torch_threads() -> int:
+    import torch
 
-    Returns ``{"identity": {...}, "gaussian": {...}, ...}`` where each init has
-    ``mean``, ``min``, ``max`` (over seeds, final epoch), ``best_mean`` (the
-    best epoch of the mean curve) and ``mean_over_epochs`` (the mean curve
-    averaged over epochs: how fast it learns), plus, when both inits are present,
-    ``gap`` (gaussian minus identity, final mean), ``wins`` (seeds where the
-    Gaussian run ends higher than the identity run of the same seed), ``ties``,
-    ``n_seeds``, ``sign_test_p`` (the one-sided sign-test probability of at least
-    ``wins`` such seeds among the untied ones if the initialisation made no
-    difference), ``ahead_from`` (the first epoch from which the Gaussian mean
-    curve stays above the identity one to the end, ``None`` if it is not above
-    at the end), ``separated`` (the two min-max bands do not overlap at the
-    final epoch) and ``gaussian_better`` (``gap > 0``).
+    return torch.get_num_threads()
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
+#: Confidence level of the paired interval and significance level of the verdicts.
+LEVEL = 0.95
+
+
+def paired_gaps(ds: xr.Dataset) -> xr.DataArray:
+    """Gaussian minus identity validation accuracy, seed by seed: ``gap(seed, epoch)``.
+
+    Seed ``s`` of both initialisations shares embeddings, Q, K, head and data order,
+    so each difference isolates the effect of the value matrices.
+    """
+    return ds["val_accuracy"].sel(init="gaussian") - ds["val_accuracy"].sel(init="identity")
+
+
+def t_interval(values, level: float = LEVEL) -> tuple[float, float, float]:
+    """Mean of ``values`` and its two-sided Student-t interval ``(mean, low, high)``.
+
+    With fewer than two values the interval is infinite.
+    """
+    from scipy import stats as sps
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, -math.inf, math.inf
+    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def sign_test(wins: int, losses: int) -> tuple[float, float]:
+    """One-sided P(at least ``wins`` of the untied pairs) and the two-sided p-value."""
+    n = wins + losses
+    if n == 0:
+        return 1.0, 1.0
+    upper = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
+    tail = sum(math.comb(n, k) for k in range(0, min(wins, losses) + 1)) / 2 ** n
+    return upper, min(1.0, 2 * tail)
+
+
+def summary(ds: xr.Dataset) -> dict:
+    """Every number and verdict the notebook quotes.
+
+    Per initialisation: ``mean``, ``min``, ``max`` (over seeds, final epoch),
+    ``best_mean`` (best epoch of the mean curve), ``mean_over_epochs`` (the mean
+    curve averaged over epochs: how fast it learns).  With both initialisations,
+    the paired comparison of the final epoch: ``gap`` (mean of the seed-by-seed
+    differences, Gaussian minus identity), ``gap_low``/``gap_high`` (its
+    :data:`LEVEL` Student-t interval), ``gap_sd``, ``wins``/``losses``/``ties``,
+    ``sign_test_p`` (one-sided: at least ``wins`` wins among the untied pairs if
+    the initialisation made no difference) and ``sign_test_p_two_sided``; the
+    same interval for the mean over epochs (``speed_gap*``); ``ahead_from``
+    (first epoch from which the Gaussian mean curve stays above the identity one,
+    ``None`` if it is not above at the end); ``separated`` (the min-max bands do
+    not overlap at the final epoch); and ``verdict``:
+
+    ``"gaussian_better"`` / ``"identity_better"``
+        the interval excludes 0 on that side and the two-sided sign test is
+        below ``1 - LEVEL``;
+    ``"no_detectable_difference"``
+        neither: the interval bounds how large an effect this run could hide;
+    ``"mixed"``
+        the interval excludes 0 but the sign test does not agree (few pairs);
+    ``"single_seed"``
+        one pair: no comparison is possible.
     """
     final = ds["val_accuracy"].isel(epoch=-1)
     out: dict = {}
@@ -191,53 +274,98 @@ def summarize(ds: xr.Dataset) -> dict:
         curve = ds["val_accuracy"].sel(init=init).mean("seed")
         out[init] = {"mean": float(f.mean()), "min": float(f.min()), "max": float(f.max()),
                      "best_mean": float(curve.max()), "mean_over_epochs": float(curve.mean())}
-    if {"identity", "gaussian"} <= set(out):
-        g, i = final.sel(init="gaussian"), final.sel(init="identity")
-        out["gap"] = out["gaussian"]["mean"] - out["identity"]["mean"]
-        out["wins"] = int((g > i).sum())
-        out["ties"] = int((g == i).sum())
-        out["n_seeds"] = int(ds.sizes["seed"])
-        untied = out["n_seeds"] - out["ties"]
-        out["sign_test_p"] = sum(math.comb(untied, k) for k in range(out["wins"], untied + 1)) \
-            / 2 ** untied if untied else 1.0
-        ahead = (ds["val_accuracy"].sel(init="gaussian").mean("seed")
-                 > ds["val_accuracy"].sel(init="identity").mean("seed")).values
-        behind = np.flatnonzero(~ahead)
-        if not behind.size:
-            out["ahead_from"] = int(ds["epoch"].values[0])
-        elif behind[-1] == ahead.size - 1:
-            out["ahead_from"] = None
-        else:
-            out["ahead_from"] = int(ds["epoch"].values[behind[-1] + 1])
-        out["separated"] = bool(out["gaussian"]["min"] > out["identity"]["max"]
-                                or out["identity"]["min"] > out["gaussian"]["max"])
-        out["gaussian_better"] = bool(out["gap"] > 0)
+    if not {"identity", "gaussian"} <= set(out):
+        return out
+    gaps = paired_gaps(ds)
+    final_gap = gaps.isel(epoch=-1).values
+    n = int(final_gap.size)
+    out["n_seeds"] = n
+    out["gap"], out["gap_low"], out["gap_high"] = t_interval(final_gap)
+    out["gap_sd"] = float(final_gap.std(ddof=1)) if n > 1 else float("nan")
+    out["speed_gap"], out["speed_gap_low"], out["speed_gap_high"] = \
+        t_interval(gaps.mean("epoch").values)
+    out["wins"] = int((final_gap > 0).sum())
+    out["losses"] = int((final_gap < 0).sum())
+    out["ties"] = int((final_gap == 0).sum())
+    out["sign_test_p"], out["sign_test_p_two_sided"] = sign_test(out["wins"], out["losses"])
+    ahead = (ds["val_accuracy"].sel(init="gaussian").mean("seed")
+             > ds["val_accuracy"].sel(init="identity").mean("seed")).values
+    behind = np.flatnonzero(~ahead)
+    if not behind.size:
+        out["ahead_from"] = int(ds["epoch"].values[0])
+    elif behind[-1] == ahead.size - 1:
+        out["ahead_from"] = None
+    else:
+        out["ahead_from"] = int(ds["epoch"].values[behind[-1] + 1])
+    out["separated"] = bool(out["gaussian"]["min"] > out["identity"]["max"]
+                            or out["identity"]["min"] > out["gaussian"]["max"])
+    out["gaussian_better"] = bool(out["gap"] > 0)
+    alpha = 1.0 - LEVEL
+    if n < 2:
+        out["verdict"] = "single_seed"
+    elif out["gap_low"] > 0 or out["gap_high"] < 0:
+        sign_ok = out["sign_test_p_two_sided"] < alpha
+        side = "gaussian_better" if out["gap_low"] > 0 else "identity_better"
+        out["verdict"] = side if sign_ok else "mixed"
+    else:
+        out["verdict"] = "no_detectable_difference"
     return out
 
 
+#: The former name of :func:`summary`.
+summarize = summary
+
+
+def training_flops(config: dict | None = None, *, n_images: int = 50_000) -> dict:
+    """Floating-point operations of one training run, counted from the network's shape.
+
+    Per layer and image, with ``n`` tokens of width ``d``: the query-key product and
+    the value product cost ``2 n d^2`` multiply-adds each, the scores and the
+    weighted average ``n^2 d`` each; a multiply-add is 2 FLOP, and a training step
+    (forward and backward) about 3 forward passes.  ``config`` holds ``depth``,
+    ``width``, ``patch_size``, ``epochs`` (default: the paper scale); CIFAR-10
+    images are 32 x 32.  An estimate of the work, not a measurement of time.
+    """
+    p = dict(SCALES["paper"]) if config is None else dict(config)
+    depth, d = int(p["depth"]), int(p["width"])
+    tokens = (32 // int(p["patch_size"])) ** 2 + 1
+    per_layer = 2 * (2 * tokens * d * d + 2 * tokens * tokens * d)
+    forward = depth * per_layer
+    train = 3 * forward * n_images * int(p["epochs"])
+    return {"tokens": tokens, "forward_flops_per_image": float(forward),
+            "train_flops_per_run": float(train)}
+
+
 def plot(ds: xr.Dataset):
-    """Mean validation accuracy over seeds with a min-max band, one curve per initialisation."""
+    """Left: mean validation accuracy over seeds, its 95% interval and the min-max band.
+    Right (with both initialisations and several seeds): the paired gap per epoch,
+    Gaussian minus identity, with its 95% interval and every seed pair."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     from ..style import palette
 
     colors = dict(zip(INITS, palette(2)))
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    n_seeds = ds.sizes["seed"]
+    paired = {"identity", "gaussian"} <= set(ds["init"].values.tolist()) and n_seeds > 1
+    fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(11.5 if paired else 6.4, 4.4),
+                             layout="constrained", squeeze=False)
+    ax = axes[0, 0]
     epochs = ds["epoch"].values
     acc = 100 * ds["val_accuracy"]
-    n_seeds = ds.sizes["seed"]
     for init in ds["init"].values.tolist():
         a = acc.sel(init=init)
         mean, lo, hi = a.mean("seed"), a.min("seed"), a.max("seed")
         label = f"{_LABELS.get(init, init)}: {float(mean[-1]):.1f}%"
         ax.plot(epochs, mean, color=colors.get(init), lw=1.8, label=label)
         if n_seeds > 1:
-            ax.fill_between(epochs, lo, hi, color=colors.get(init), alpha=0.22, lw=0)
+            ax.fill_between(epochs, lo, hi, color=colors.get(init), alpha=0.12, lw=0)
+            ci = np.array([t_interval(a.isel(epoch=k).values)[1:] for k in range(len(epochs))])
+            ax.fill_between(epochs, ci[:, 0], ci[:, 1], color=colors.get(init), alpha=0.35, lw=0)
     a = ds.attrs
     name = _DATASET_NAMES.get(a.get("dataset"), a.get("dataset"))
-    band = (f"mean over {n_seeds} seeds, shaded: min to max over seeds" if n_seeds > 1
-            else "one seed")
+    band = (f"mean over {n_seeds} seeds; dark: 95% interval of the mean, light: min to max"
+            if n_seeds > 1 else "one seed")
     ax.set(xlabel="epoch", ylabel="validation accuracy (%)",
            xlim=(epochs[0] - 0.5 if len(epochs) == 1 else epochs[0], epochs[-1]))
     ax.set_title(f"Attention-only ViT on {name}: {a.get('depth')} layers, width "
@@ -246,4 +374,22 @@ def plot(ds: xr.Dataset):
               title_fontsize="small")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="y", alpha=0.3)
+    if paired:
+        ax2 = axes[0, 1]
+        gaps = 100 * paired_gaps(ds)
+        for s in range(n_seeds):
+            ax2.plot(epochs, gaps.isel(seed=s), color="0.6", lw=0.7, alpha=0.7,
+                     label="one seed pair" if s == 0 else None)
+        ci = np.array([t_interval(gaps.isel(epoch=k).values) for k in range(len(epochs))])
+        ax2.fill_between(epochs, ci[:, 1], ci[:, 2], color=colors["gaussian"], alpha=0.3, lw=0,
+                         label="95% interval of the mean gap")
+        ax2.plot(epochs, ci[:, 0], color=colors["gaussian"], lw=1.8, label="mean gap")
+        ax2.axhline(0, color="k", lw=0.8)
+        ax2.set(xlabel="epoch", ylabel="Gaussian minus identity (points)",
+                xlim=(epochs[0], epochs[-1]))
+        ax2.set_title(f"paired gap, seed by seed ({n_seeds} pairs: same data order, "
+                      f"embeddings, Q, K)", fontsize="medium")
+        ax2.legend(loc="best", fontsize="small")
+        ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax2.grid(axis="y", alpha=0.3)
     return fig

@@ -241,6 +241,10 @@ def _check_knobs(knobs):
     k["beta"] = check_real("beta", k["beta"], 0.0, 300.0)
     k["d"] = check_int("d", k["d"], 2)
     check_choice("attention", k["attention"], ("softmax", "unnormalized"))
+    if k["attention"] == "unnormalized" and k["beta"] > _att.USA_PAIR_SHIFT_FROM:
+        # The control variate needs the unscaled weights, whose powers overflow beyond.
+        raise ValueError(f"beta must be <= {_att.USA_PAIR_SHIFT_FROM:g} with unnormalized "
+                         f"attention in this study; got {k['beta']}")
     k["sigma"] = check_real("sigma", k["sigma"], 0.0, strict_min=True)
     k["z0"] = check_real("z0", k["z0"], -1.0, 1.0)
     if abs(k["z0"]) >= 1.0:
@@ -437,13 +441,49 @@ def fit_order(L, err, se, *, min_snr=3.0, L_min=1):
     return out
 
 
+#: A fitted order within this many standard errors of 1 counts as first-order convergence.
+ORDER_AGREEMENT_SE = 2.0
+
+
 def summary(ds) -> dict:
-    """Numbers the notebook quotes."""
+    """Numbers and verdicts the notebook quotes.
+
+    ``verdict`` is ``"first_order"`` when the fitted order is within
+    :data:`ORDER_AGREEMENT_SE` standard errors of 1; ``"first_order_asymptotically"``
+    when it is not but the fit without the smallest fitted L is (``order_tail``,
+    ``order_tail_se``, from ``L >= tail_L_min``): a second-order term still visible at
+    the smallest L steepens a pure power-law fit; ``"not_first_order"`` when neither
+    is; ``"too_few_points"`` without a fitted order.
+    """
     used = ds.fit_used.values
     Ls = ds.L.values
     resolved = ds.weak_error_snr.values >= float(ds.attrs["fit_min_snr"])
     ratio = (ds.bias_se_plain / ds.bias_se).values
+    order, order_se = float(ds.order), float(ds.order_se)
+    used_L = [int(L) for L in Ls[used]]
+    tail = {"order": float("nan"), "order_se": float("nan")}
+    tail_L_min = used_L[1] if len(used_L) >= 3 else None
+    if tail_L_min is not None:
+        tail = fit_order(Ls, ds.weak_error.values, ds.weak_error_se.values,
+                         min_snr=float(ds.attrs["fit_min_snr"]), L_min=tail_L_min)
+
+    def within(p, se):
+        return bool(np.isfinite(p) and np.isfinite(se) and se > 0
+                    and abs(p - 1.0) <= ORDER_AGREEMENT_SE * se)
+
+    if not np.isfinite(order):
+        verdict = "too_few_points"
+    elif within(order, order_se):
+        verdict = "first_order"
+    elif within(tail["order"], tail["order_se"]):
+        verdict = "first_order_asymptotically"
+    else:
+        verdict = "not_first_order"
     return {
+        "verdict": verdict,
+        "order_z": float((order - 1.0) / order_se) if order_se > 0 else float("nan"),
+        "order_tail": float(tail["order"]), "order_tail_se": float(tail["order_se"]),
+        "tail_L_min": tail_L_min,
         "order": float(ds.order),
         "order_se": float(ds.order_se),
         "chi2_red": float(ds.chi2_red),

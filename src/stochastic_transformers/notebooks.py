@@ -1,0 +1,157 @@
+"""Execute one notebook of the book with papermill, from its jupytext (MyST) text.
+
+The notebooks are kept as MyST text (``notebooks/*.md``); papermill reads only the
+``.ipynb`` format, so :func:`execute` converts the text with jupytext into a notebook
+object and hands that object to :func:`papermill.execute_notebook`, which injects the
+parameters after the notebook's ``parameters`` cell.  The shell equivalent is::
+
+    jupytext --to ipynb -o - notebooks/fig3_phase_transition.md \\
+        | papermill --cwd notebooks -p scale smoke - out/fig3.ipynb
+
+Parameters are read like ``reproduce --set``: typed after the figure's knob at that
+scale (a list ``4,6,8``, a range ``0:4:0.5``), or kept as text for the notebook's
+other parameters; an unknown name is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .figures._common import repo_root
+
+__all__ = ["available", "find", "parameters_of", "parse_parameters", "execute"]
+
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=", re.MULTILINE)
+
+
+def notebooks_dir() -> Path:
+    """The folder of the text notebooks (in the source tree of an editable install)."""
+    return repo_root() / "notebooks"
+
+
+def available() -> dict[str, Path]:
+    """``{id: path}``: every text notebook, named by its figure id where it has one
+    (``fig3_phase_transition.md`` is ``fig3``), else by its file name."""
+    from . import figures
+
+    fig_ids = set(figures.REGISTRY)
+    found = {}
+    for path in sorted(notebooks_dir().glob("*.md")):
+        head = path.stem.split("_")[0]
+        found[head if head in fig_ids else path.stem] = path
+    return found
+
+
+def find(nb_id: str) -> Path:
+    """Path of notebook ``nb_id`` (a figure id or a file name without ``.md``)."""
+    nbs = available()
+    if nb_id in nbs:
+        return nbs[nb_id]
+    for path in nbs.values():
+        if path.stem == nb_id:
+            return path
+    raise ValueError(f"notebook id must be one of {', '.join(nbs)}; got {nb_id!r}")
+
+
+def _read(path: Path):
+    import jupytext
+
+    return jupytext.read(path)
+
+
+def parameters_of(path: Path) -> dict[str, str]:
+    """Names assigned in the notebook's ``parameters`` cell, with their source text."""
+    nb = _read(path)
+    for cell in nb.cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            lines = cell.source.splitlines()
+            out = {}
+            for line in lines:
+                match = _ASSIGN.match(line)
+                if match:
+                    out[match.group(1)] = line.split("=", 1)[1].split("#")[0].strip()
+            return out
+    raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+
+
+def parse_parameters(path: Path, pairs, scale: str = "quick") -> dict:
+    """``[(key, text), ...]`` -> typed papermill parameters, ``scale`` included.
+
+    A key that is a knob of the notebook's figure is read like ``reproduce --set`` and
+    checked like the figure's ``compute`` checks it; any other key must be a name of the
+    notebook's parameters cell and is read as a Python literal when it is one (a
+    number, ``True``, ``None``, a quoted string), else kept as text.
+    """
+    import ast
+
+    from . import figures
+    from .figures._common import SCALE_NAMES, parse_settings
+    from ._validation import check_choice
+
+    check_choice("scale", scale, SCALE_NAMES)
+    names = parameters_of(path)
+    nb_id = next((k for k, v in available().items() if v == path), path.stem)
+    knobs = figures.knobs(nb_id, scale) if nb_id in figures.REGISTRY else {}
+    params = {"scale": scale}
+    for key, text in pairs:
+        if key == "scale":
+            raise ValueError("give the scale with --scale, not -p scale")
+        if key not in names:
+            raise ValueError(f"-p {key}: not a parameter of {path.name}; it takes "
+                             f"{', '.join(sorted(names))}")
+        if key in knobs:
+            value = parse_settings([f"{key}={text}"], knobs)[key]
+            params[key] = list(value) if isinstance(value, tuple) else value
+        else:
+            try:
+                params[key] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                params[key] = text
+    if nb_id in figures.REGISTRY:
+        given = {k: v for k, v in params.items() if k in knobs}
+        _check_knobs(figures.get(nb_id), scale, given)
+    return params
+
+
+def _check_knobs(module, scale, given):
+    """The figure's own checks, run on the scale's knobs with the given values, before any
+    compute: the shared checks of ``resolve_scale``, then the module's ``check_knobs``."""
+    from .figures._common import resolve_scale
+
+    if not hasattr(module, "SCALES") or not given:
+        return
+    if hasattr(module, "KNOBS"):  # fig2: its configuration checks
+        module._params(scale, given)
+        return
+    knobs = resolve_scale(module.SCALES, scale, given)
+    for name in ("check_knobs", "_check_knobs"):
+        if hasattr(module, name):
+            getattr(module, name)(knobs)
+            break
+
+
+def execute(path: Path, out_dir, parameters: dict, *, kernel: str = "python3") -> Path:
+    """Run the notebook at ``path`` with ``parameters``; write ``out_dir/<id>.ipynb``.
+
+    The notebook runs in the notebooks folder (as in the book, so relative paths such as
+    ``../_build/cache`` mean the same); the output is written atomically.
+    """
+    import papermill
+
+    from .io import atomic_path
+
+    nb = _read(path)
+    nb_id = next((k for k, v in available().items() if v == path), path.stem)
+    out = Path(out_dir) / f"{nb_id}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp:
+        tmp_ipynb = tmp.with_suffix(".ipynb")
+        try:
+            papermill.execute_notebook(nb, str(tmp_ipynb), parameters=parameters,
+                                       cwd=str(path.parent), kernel_name=kernel,
+                                       progress_bar=False)
+            tmp_ipynb.replace(tmp)
+        finally:
+            tmp_ipynb.unlink(missing_ok=True)
+    return out
