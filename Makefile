@@ -3,7 +3,13 @@
 #   make test   - create .venv, install, run the whole test suite (unit, statistical, notebooks, browser)
 SHELL := /bin/bash
 PYTHON ?= python3
+# USE_CONDA=1: use the active conda environment (conda env create -f environment.yml)
+# instead of creating .venv.
+ifeq ($(USE_CONDA),1)
+VENV := $(CONDA_PREFIX)
+else
 VENV ?= .venv
+endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Quiet pip: the machine's extra package indexes print a warning per package.
@@ -24,6 +30,15 @@ BOOK_PAGES := $(shell find book -type f 2>/dev/null) _config.yml _toc.yml refere
 
 install: $(STAMP)
 
+ifeq ($(USE_CONDA),1)
+# conda (environment.yml) already installed everything into the active environment:
+# check it and register its kernel; no virtual environment is made.
+$(STAMP): environment.yml
+	@test -n "$(CONDA_PREFIX)" || { echo "USE_CONDA=1: activate the conda environment first"; exit 1; }
+	$(PY) -c "import stochastic_transformers, numba, xarray, jupyter_book, papermill, nbval"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+else
 # torch: a CPU build 2.13.0 may lie in pip's find-links; installing it first keeps the
 # ViT extra's range from pulling a multi-GB CUDA build.  Elsewhere the range decides.
 $(STAMP): pyproject.toml
@@ -34,6 +49,7 @@ $(STAMP): pyproject.toml
 	$(PY) -c "import stochastic_transformers, numba, xarray, jupyter_book, papermill, nbval"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
+endif
 
 # --- the book -------------------------------------------------------------
 # Notebooks are executed by papermill (parameter scale=$(SCALE)) into the ignored folder
@@ -63,6 +79,8 @@ $(BOOK_BUILD)/html/.built-$(SCALE): $(EXECUTED) $(BOOK_PAGES) $(wildcard noteboo
 	rm -f $(BOOK_BUILD)/html/.built-*
 	$(PY) -m stochastic_transformers.book_assets $(BOOK_BUILD)/src --executed $(BOOK_BUILD)/executed/$(SCALE)
 	$(VENV)/bin/jupyter-book build $(BOOK_BUILD)/src --path-output $(BOOK_ROOT) -W --keep-going -q
+	BOOK_HTML=$(BOOK_BUILD)/html $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_site.py \
+	    -k "warning_or_an_error or injected_parameters"
 	touch $@
 
 book: $(STAMP) $(BOOK_BUILD)/html/.built-$(SCALE)

@@ -10,7 +10,8 @@ almost surely when :math:`\varepsilon > \varepsilon_c(\beta)`, whatever d.
 
 The figure is the paper's phase diagram (colour = dominant outcome, intensity = its
 fraction, dashed :math:`\varepsilon_c`) at the paper's depth scale L = 100 and, on the
-same grid, at a deeper L (1000): Proposition 1 is a statement about L -> infinity, and
+same grid, at a deeper L (1000, with ``deep_n_traj`` trajectories a cell, since each costs
+ten times the layers): Proposition 1 is a statement about L -> infinity, and
 at fixed L it holds only where the random part of a step,
 :math:`\varepsilon e^\beta/\sqrt L`, is small.  Two panels the paper does not have:
 the antipodal fraction against :math:`\varepsilon/\varepsilon_c(\beta)` at both
@@ -21,6 +22,7 @@ point of the plane with L up to 10,000.
 from __future__ import annotations
 
 import numpy as np
+import xarray as xr
 
 from .. import simulate, theory
 from .._validation import check_int, check_real
@@ -34,13 +36,13 @@ DESCRIPTION = ("hybrid model: dominant outcome in the (beta, eps) plane with eps
 
 SCALES = {
     "smoke": dict(betas=tuple(np.linspace(0.0, 4.0, 5)), epsilons=tuple(np.linspace(0.0, 2.0, 5)),
-                  n_traj=100, Ls=(20, 60), T=20.0, d=3, tol=1e-3, seed=0,
+                  n_traj=100, deep_n_traj=50, Ls=(20, 60), T=20.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(20, 50), check_n_traj=50, check_T=10.0),
     "quick": dict(betas=tuple(np.linspace(0.0, 5.0, 21)), epsilons=tuple(np.linspace(0.0, 2.0, 21)),
-                  n_traj=1000, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
+                  n_traj=1000, deep_n_traj=250, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000), check_n_traj=400, check_T=50.0),
     "paper": dict(betas=tuple(np.linspace(0.0, 5.0, 41)), epsilons=tuple(np.linspace(0.0, 2.0, 41)),
-                  n_traj=1000, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
+                  n_traj=1000, deep_n_traj=250, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000, 10000), check_n_traj=1000, check_T=50.0),
 }
 
@@ -99,6 +101,7 @@ def check_knobs(knobs: dict) -> dict:
     for L in k["Ls"]:
         check_whole_layers(k["T"], L)
     k["n_traj"] = check_int("n_traj", k["n_traj"], 1)
+    k["deep_n_traj"] = check_int("deep_n_traj", k["deep_n_traj"], 1)
     k["d"] = check_int("d", k["d"], 2)
     k["tol"] = check_real("tol", k["tol"], 0.0, 1.0, strict_min=True)
     k["seed"] = check_int("seed", k["seed"], 0)
@@ -127,12 +130,24 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     """
     knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
     sched = default_scheduler(scale, scheduler)
-    fixed = {k: knobs[k] for k in ("n_traj", "T", "d", "tol")}
-    ds = run_sweep(cell, {"L": list(knobs["Ls"]),
-                          "beta": [float(b) for b in knobs["betas"]],
-                          "epsilon": [float(e) for e in knobs["epsilons"]]},
-                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=sched, progress=progress)
+    # One sweep per depth scale: the first (the paper's L) with n_traj trajectories a
+    # cell, the deeper ones, ten times the layers each, with deep_n_traj.
+    maps = []
+    for k, L in enumerate(knobs["Ls"]):
+        fixed = {"n_traj": knobs["n_traj"] if k == 0 else knobs["deep_n_traj"],
+                 "T": knobs["T"], "d": knobs["d"], "tol": knobs["tol"]}
+        maps.append(run_sweep(cell, {"L": [L], "beta": [float(b) for b in knobs["betas"]],
+                                     "epsilon": [float(e) for e in knobs["epsilons"]]},
+                              fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}",
+                              cache_dir=cache_dir, scheduler=sched, progress=progress))
+    ds = xr.concat(maps, dim="L", combine_attrs="override")
+    ds.attrs.update(
+        fixed_n_traj=knobs["n_traj"], deep_n_traj=knobs["deep_n_traj"],
+        wall_time_s=float(sum(m.attrs["wall_time_s"] for m in maps)),
+        cell_time_s=float(sum(m.attrs["cell_time_s"] for m in maps)),
+        n_cells=int(sum(m.attrs["n_cells"] for m in maps)),
+        n_cells_computed=int(sum(m.attrs["n_cells_computed"] for m in maps)),
+        n_cells_cached=int(sum(m.attrs["n_cells_cached"] for m in maps)))
     for outcome in ("single", "antipodal", "unclustered"):
         ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
     # Depth check: at one point where L = 100 departs from the limit, let L grow.
@@ -317,9 +332,9 @@ def plot(ds):
     ax3.set_title(rf"({letters[n_maps + 1]}) depth check at $\beta$ = {ds.attrs['check_beta']:g}, "
                   rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (theory: antipodal)", fontsize=10)
     ax3.legend(fontsize=8, loc="center right")
-    n = int(ds.n_traj.values.max())
+    per_L = ", ".join(f"{int(ds.n_traj.sel(L=L).max()):,} at L = {int(L)}" for L in Ls)
     fig.suptitle(f"Hybrid model, USA, N = 2, d = {int(ds.attrs.get('fixed_d', 3))}, "
-                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}, "
-                 f"{n:,} trajectories per cell", fontsize=11)
+                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}; trajectories per cell: "
+                 f"{per_L}", fontsize=11)
     fig.tight_layout()
     return fig
