@@ -86,4 +86,9 @@ def test_paper_verdicts():
         # wherever a step is small, the dominant outcome is the predicted one
         for sub in fig4["by_L"].values():
             assert sub["share_agree_small_step"] >= 0.95
+        # the deeper map moves large-step cells to the predicted side, none the other way,
+        # and the depth check reaches the limit's antipodal outcome
+        assert fig4["fixed_by_depth"] > 0 and fig4["new_wrong"] == 0
+        assert fig4["by_L"][1000]["n_wrong"] < fig4["by_L"][100]["n_wrong"]
+        assert fig4["depth_check_limit_reached"]
         assert np.isfinite(fig4["share_agree"])

@@ -243,16 +243,21 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
 
     Parameters
     ----------
-    n_tokens, d : int
-        Number of tokens (>= 2) and dimension of the space (>= 2; tokens live on
-        :math:`S^{d-1}`).
+    n_tokens : int
+        Number of tokens, >= 2.
+    d : int
+        Dimension of the space, >= 2 (tokens live on :math:`S^{d-1}`).
     beta : float
         Inverse temperature, >= 0.
     n_traj : int
         Number of independent trajectories, >= 1.
     L : int
-        Layers per unit time, >= 1.  T : float, horizon >= 0; ``T * L`` must be whole.
+        Layers per unit time, >= 1.
+    T : float
+        Horizon, >= 0; ``T * L`` (the number of layers) must be whole.
     attention : {"softmax", "unnormalized"}
+        Softmax or unnormalised attention; unnormalised weights are rescaled exactly
+        where they would overflow (:func:`stochastic_transformers.attention.attention`).
     values : {"gaussian", "uniform", "rademacher"}
         Law of the entries of V (uniform on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`,
         Rademacher :math:`\pm\sigma`).  Ignored by the hybrid model.

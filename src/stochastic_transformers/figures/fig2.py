@@ -364,7 +364,7 @@ def plot(ds: xr.Dataset):
             ax.fill_between(epochs, ci[:, 0], ci[:, 1], color=colors.get(init), alpha=0.35, lw=0)
     a = ds.attrs
     name = _DATASET_NAMES.get(a.get("dataset"), a.get("dataset"))
-    band = (f"mean over {n_seeds} seeds; dark: 95% interval of the mean, light: min to max"
+    band = (f"mean of {n_seeds} seeds; bands: 95% interval (dark), min-max (light)"
             if n_seeds > 1 else "one seed")
     ax.set(xlabel="epoch", ylabel="validation accuracy (%)",
            xlim=(epochs[0] - 0.5 if len(epochs) == 1 else epochs[0], epochs[-1]))
@@ -387,8 +387,8 @@ def plot(ds: xr.Dataset):
         ax2.axhline(0, color="k", lw=0.8)
         ax2.set(xlabel="epoch", ylabel="Gaussian minus identity (points)",
                 xlim=(epochs[0], epochs[-1]))
-        ax2.set_title(f"paired gap, seed by seed ({n_seeds} pairs: same data order, "
-                      f"embeddings, Q, K)", fontsize="medium")
+        ax2.set_title(f"paired gap, Gaussian minus identity\n({n_seeds} pairs, each sharing "
+                      f"data order, embeddings, Q, K)", fontsize="medium")
         ax2.legend(loc="best", fontsize="small")
         ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.grid(axis="y", alpha=0.3)

@@ -315,7 +315,9 @@ def plot(ds):
     ax2.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
     ax2.set_title(f"({letters[n_maps]}) antipodal fraction against the predicted threshold",
                   fontsize=10)
-    ax2.legend(fontsize=7.5, loc="lower right", ncol=2)
+    # below the panel: inside it every corner holds data
+    ax2.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
+               frameon=False)
     ax3 = fig.add_subplot(grid[1, 1])
     check_L = ds.check_L.values
     for name, colour, label in (("single", single_c, "single cluster"),
