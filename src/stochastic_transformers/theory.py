@@ -231,6 +231,81 @@ def overlap_diffusion(z, beta, d, attention="softmax", sigma=1.0):
     return _out(b, sz and sb and sd)
 
 
+def two_cluster_weights(z, beta, m1, m2, attention="softmax"):
+    r"""Attention weights of a two-point configuration: ``(p1, q1, p2, q2)``.
+
+    ``m1`` tokens sit at :math:`y_1`, ``m2`` at :math:`y_2`, :math:`z = \langle y_1, y_2\rangle`,
+    :math:`B = I`.  A token of cluster 1 receives :math:`A_1 = p_1 y_1 + q_1 y_2`, one of
+    cluster 2 :math:`A_2 = p_2 y_2 + q_2 y_1`, with
+
+    * softmax: :math:`p_1 = m_1 e^\beta / (m_1 e^\beta + m_2 e^{\beta z})`, :math:`q_1 = 1 - p_1`,
+      and the same with 1 and 2 exchanged;
+    * unnormalised (:math:`N = m_1 + m_2`): :math:`p_1 = m_1 e^\beta / N`,
+      :math:`q_1 = m_2 e^{\beta z} / N`, :math:`p_2 = m_2 e^\beta / N`, :math:`q_2 = m_1 e^{\beta z}/N`.
+
+    The softmax weights are computed from :math:`e^{\beta(z-1)}` so that no beta overflows.
+    """
+    z = np.asarray(z, dtype=float)
+    if attention == "softmax":
+        r = np.exp(beta * (z - 1.0))          # e^{beta z} / e^{beta}, in (0, 1]
+        p1 = m1 / (m1 + m2 * r)
+        p2 = m2 / (m2 + m1 * r)
+        return p1, 1.0 - p1, p2, 1.0 - p2
+    n = m1 + m2
+    eb, ez = math.exp(beta), np.exp(beta * z)
+    return m1 * eb / n, m2 * ez / n, m2 * eb / n, m1 * ez / n
+
+
+def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1.0):
+    r"""Drift and squared diffusion of the overlap of a two-cluster configuration.
+
+    Tokens at one point receive the same update, so ``m1`` tokens at :math:`y_1` and
+    ``m2`` at :math:`y_2` stay a two-point configuration, and in the limit of
+    Theorem 1 its overlap :math:`Z = \langle y_1, y_2\rangle` is a closed diffusion
+    :math:`dZ = \mu(Z)\,dt + s(Z)\,dB` (our derivation, not the paper's; see the book's
+    "Many tokens" chapter).  With the weights of :func:`two_cluster_weights`,
+    :math:`a_{11} = |A_1|^2 = p_1^2 + q_1^2 + 2p_1q_1 z`, :math:`a_{22}` likewise and
+    :math:`a_{12} = \langle A_1, A_2\rangle = (p_1p_2 + q_1q_2)z + p_1q_2 + q_1p_2`:
+
+    .. math::
+
+        \mu(z) = \sigma^2\Bigl[\tfrac{1-d}{2}(a_{11}+a_{22})\,z + a_{12}\,(d-2+z^2)\Bigr],
+        \qquad
+        s^2(z) = \sigma^2 (1-z^2)\,(a_{11} + a_{22} - 2 z\, a_{12}).
+
+    ``m1 = m2`` gives Lemma 4's two-token coefficients exactly (:func:`overlap_drift`,
+    :func:`overlap_diffusion`).
+
+    Parameters
+    ----------
+    z : float or array in [-1, 1]
+    beta : float, >= 0
+    d : int, >= 2
+    m1, m2 : int, >= 1
+        Numbers of tokens at the two points.
+    attention : {"softmax", "unnormalized"}
+    sigma : float, > 0
+
+    Returns
+    -------
+    (drift, diffusion_squared) : floats or arrays shaped like ``z``
+    """
+    z, scalar = _real_array("z", z, -1.0, 1.0)
+    beta = check_real("beta", beta, 0.0, 700.0)
+    d = check_int("d", d, 2)
+    m1 = check_int("m1", m1, 1)
+    m2 = check_int("m2", m2, 1)
+    check_choice("attention", attention, ATTENTIONS)
+    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    p1, q1, p2, q2 = two_cluster_weights(z, beta, m1, m2, attention)
+    a11 = p1 * p1 + q1 * q1 + 2.0 * p1 * q1 * z
+    a22 = p2 * p2 + q2 * q2 + 2.0 * p2 * q2 * z
+    a12 = (p1 * p2 + q1 * q2) * z + p1 * q2 + q1 * p2
+    drift = sigma**2 * (0.5 * (1.0 - d) * (a11 + a22) * z + a12 * (d - 2.0 + z * z))
+    diff2 = sigma**2 * (1.0 - z * z) * (a11 + a22 - 2.0 * z * a12)
+    return _out(drift, scalar), _out(diff2, scalar)
+
+
 def _hybrid_lambda(z, beta, attention):
     # Softmax attention of two tokens is USA times 2/(e^beta + e^{beta z}).
     if attention == "unnormalized":
