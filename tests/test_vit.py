@@ -398,3 +398,13 @@ def test_fig2_without_the_vit_extra_says_what_to_install(monkeypatch):
          "'--scale', 'smoke', '--out', 'unused']))"], capture_output=True, text=True)
     assert res.returncode == 2
     assert "stochastic-transformers[vit]" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_digits_small_keeps_twenty_training_images_a_class_and_the_same_validation_set():
+    full, small = training.load_data("digits"), training.load_data("digits-small")
+    assert small.name == "digits-small" and len(small.train_y) == 200
+    assert torch.bincount(small.train_y).tolist() == [20] * 10
+    assert torch.equal(full.val_y, small.val_y)
+    cfg = TrainConfig(dataset="digits-small", depth=2, width=8, epochs=1, warmup_epochs=0,
+                      device="cpu").validate()
+    assert cfg.patch_size == training.DEFAULT_PATCH["digits-small"]

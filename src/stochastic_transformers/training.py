@@ -7,6 +7,11 @@ Data, with nothing fetched unless asked
     shipped inside scikit-learn.  A fixed stratified split (``random_state=0``)
     keeps 360 images for validation and trains on the other 1,437.  Used by the
     smoke and quick scales.
+``"digits-small"``
+    a harder task made from the same images: the same 360 validation images,
+    and only the first 20 training images of each class (200 in all, taken in
+    the order of the fixed split), so that the network must generalise from
+    few examples.
 ``"cifar10"``
     CIFAR-10 (50,000 training and 10,000 test images, 32 x 32 RGB) read from
     the standard *Python* version of the archive: a folder
@@ -74,7 +79,9 @@ from .vit import POOLS, VALUE_INITS, AttentionOnlyViT
 __all__ = ["DATASETS", "CIFAR10_FOLDER", "Data", "TrainConfig", "TrainResult", "load_data",
            "load_digits", "load_cifar10", "learning_rate", "train", "evaluate"]
 
-DATASETS = ("digits", "cifar10")
+DATASETS = ("digits", "digits-small", "cifar10")
+#: Training images per class of the "digits-small" task.
+SMALL_DIGITS_PER_CLASS = 20
 CIFAR10_FOLDER = "cifar-10-batches-py"
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
@@ -82,7 +89,7 @@ _CIFAR10_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
 
 #: Default patch size per data set: 4 x 4 tokens of 2 x 2 pixels for the digits,
 #: 8 x 8 tokens of 4 x 4 pixels for CIFAR-10 (the paper does not state its own).
-DEFAULT_PATCH = {"digits": 2, "cifar10": 4}
+DEFAULT_PATCH = {"digits": 2, "digits-small": 2, "cifar10": 4}
 
 _CHECKPOINT_VERSION = 1
 
@@ -130,8 +137,12 @@ def _channel_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean, std
 
 
-def load_digits(val_size: int = 360) -> Data:
-    """scikit-learn's 8 x 8 digits with a fixed stratified train/validation split."""
+def load_digits(val_size: int = 360, train_per_class: int | None = None) -> Data:
+    """scikit-learn's 8 x 8 digits with a fixed stratified train/validation split.
+
+    With ``train_per_class``, only the first that many training images of each class
+    are kept (the ``"digits-small"`` task); the validation images are the same.
+    """
     from sklearn.datasets import load_digits as _sk_digits
     from sklearn.model_selection import train_test_split
 
@@ -141,9 +152,15 @@ def load_digits(val_size: int = 360) -> Data:
     labels = bunch.target.astype(np.int64)
     tr_x, va_x, tr_y, va_y = train_test_split(images, labels, test_size=val_size,
                                               random_state=0, stratify=labels)
+    name = "digits"
+    if train_per_class is not None:
+        check_int("train_per_class", train_per_class, 1, 100)
+        keep = np.sort(np.concatenate([np.flatnonzero(tr_y == c)[:train_per_class]
+                                       for c in range(10)]))
+        tr_x, tr_y, name = tr_x[keep], tr_y[keep], "digits-small"
     train_x = torch.from_numpy(tr_x)
     mean, std = _channel_stats(train_x)
-    data = Data("digits", train_x, torch.from_numpy(tr_y), torch.from_numpy(va_x),
+    data = Data(name, train_x, torch.from_numpy(tr_y), torch.from_numpy(va_x),
                 torch.from_numpy(va_y), 10, mean, std)
     data.train_x = data.prepare(data.train_x)
     data.val_x = data.prepare(data.val_x)
@@ -245,9 +262,13 @@ def load_cifar10(data_dir, *, download: bool = False) -> Data:
 
 
 def load_data(dataset: str, data_dir=None, *, download: bool = False) -> Data:
-    """Load ``"digits"`` or ``"cifar10"`` (see the module docstring)."""
+    """Load ``"digits"``, ``"digits-small"`` or ``"cifar10"`` (see the module docstring)."""
     check_choice("dataset", dataset, DATASETS)
-    return load_digits() if dataset == "digits" else load_cifar10(data_dir, download=download)
+    if dataset == "digits":
+        return load_digits()
+    if dataset == "digits-small":
+        return load_digits(train_per_class=SMALL_DIGITS_PER_CLASS)
+    return load_cifar10(data_dir, download=download)
 
 
 class _Augment:
@@ -338,7 +359,7 @@ class TrainConfig:
         check_int("width", self.width, 1, 4096)
         check_real("sigma", self.sigma, 0.0, strict_min=True)
         patch = DEFAULT_PATCH[self.dataset] if self.patch_size is None else self.patch_size
-        size = 8 if self.dataset == "digits" else 32
+        size = 8 if self.dataset.startswith("digits") else 32
         check_int("patch_size", patch, 1, size)
         if size % patch:
             raise ValueError(f"patch_size must divide the image size {size}, got {patch}")
@@ -439,7 +460,7 @@ def _optimizer(model: AttentionOnlyViT, cfg: TrainConfig) -> torch.optim.AdamW:
 def build_model(cfg: TrainConfig, data_shape: tuple[int, int, int] | None = None,
                 num_classes: int = 10) -> AttentionOnlyViT:
     """The model of a validated config, initialised from ``cfg.seed``."""
-    channels, size = (1, 8) if cfg.dataset == "digits" else (3, 32)
+    channels, size = (1, 8) if cfg.dataset.startswith("digits") else (3, 32)
     if data_shape is not None:
         channels, size = data_shape[0], data_shape[-1]
     gen = torch.Generator().manual_seed(cfg.seed)
