@@ -15,11 +15,14 @@ from stochastic_transformers.figures._common import load_committed, obtain
 matplotlib.use("Agg")
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-COMMITTED = sorted(p.name.removesuffix("_paper.nc") for p in RESULTS.glob("*_paper.nc"))
+#: Figure results (results/ID_paper.nc); other committed files (fig7_check) are checked below.
+COMMITTED = sorted(name for name in (p.name.removesuffix("_paper.nc")
+                                     for p in RESULTS.glob("*_paper.nc"))
+                   if name in figures.REGISTRY)
 
 
 def test_the_paper_scale_results_of_issue_10_are_committed():
-    assert {"fig3", "fig4", "fig8", "fig9", "thm1"} <= set(COMMITTED)
+    assert {"fig3", "fig4", "fig7", "fig8", "fig9", "thm1"} <= set(COMMITTED)
     for fig_id in COMMITTED:
         assert (RESULTS / f"{fig_id}_paper.png").is_file(), fig_id
 
@@ -92,3 +95,20 @@ def test_paper_verdicts():
         assert fig4["by_L"][1000]["n_wrong"] < fig4["by_L"][100]["n_wrong"]
         assert fig4["depth_check_limit_reached"]
         assert np.isfinite(fig4["share_agree"])
+
+
+def test_fig7_depth_check_is_committed_with_the_paper_result():
+    """The fig7 page re-runs its most lossy beta at 4L; at paper scale that run is
+    committed (results/fig7_check_paper.nc) so the book does not recompute it."""
+    main, check = load_committed("fig7"), load_committed("fig7_check")
+    assert int(check.attrs["fixed_L"]) == 4 * int(main.attrs["fixed_L"])
+    assert int(check.n_traj.max()) == int(main.n_traj.max()) // 2
+    stats = figures.get("fig7").summary(main)
+    lossy = {b: s["lost"] for b, s in stats["per_beta"].items() if s["lost"] > 0}
+    assert float(check.beta.values[0]) == max(lossy, key=lossy.get)
+    # The 2 vs 2 split never breaks up, at either step; 1 vs 3 does (SPEC section 6).
+    fig7 = figures.get("fig7")
+    for ds in (main, check):
+        drops = fig7.split_drop(ds, float(check.beta.values[0]))
+        assert drops[2]["final"] == drops[2]["ref"]
+        assert drops[1]["drop"] > 5 * drops[1]["se"]
