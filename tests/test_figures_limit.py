@@ -197,3 +197,13 @@ def test_two_proportion_z():
 def test_universality_invalid_knobs_raise(overrides, name):
     with pytest.raises(ValueError, match=name):
         universality.compute("smoke", progress=False, **overrides)
+
+
+def test_thm1_chain_restores_numba_thread_count():
+    import numba
+
+    from stochastic_transformers.figures import thm1
+
+    before = numba.get_num_threads()
+    thm1.run_chain(50, L=10, times=(1.0,), beta=1.0, d=4, n_threads=1)
+    assert numba.get_num_threads() == before

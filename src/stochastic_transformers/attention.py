@@ -21,12 +21,28 @@ function of the seed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numba as nb
 import numpy as np
 
 _JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+@contextlib.contextmanager
+def numba_threads(n_threads=None):
+    """Run the enclosed kernels on ``n_threads`` numba threads (None: numba's maximum).
+
+    numba's thread count is process-wide state; it is restored on exit, so that one call
+    with ``n_threads=1`` does not slow down every later call of the process.
+    """
+    before = nb.get_num_threads()
+    nb.set_num_threads(min(n_threads or nb.config.NUMBA_NUM_THREADS, nb.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        nb.set_num_threads(before)
+
 
 #: Unnormalised attention: above this logit the weights are rescaled (see :func:`attention`).
 #: e^300 squared is still far below the largest double, so below it nothing is rescaled and

@@ -378,17 +378,11 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     inverse = np.argsort(order, kind="stable")  # back to the caller's order of times
     softmax = attention == "softmax"
     h, inv_l = 1.0 / math.sqrt(L), 1.0 / L
-    # numba's thread count is process-wide state: set it for this call, restore it after.
-    threads_before = _att.nb.get_num_threads()
-    _att.nb.set_num_threads(min(n_threads or _att.nb.config.NUMBA_NUM_THREADS,
-                                _att.nb.config.NUMBA_NUM_THREADS))
-    try:
+    with _att.numba_threads(n_threads):  # process-wide state: restored after the call
         data, stopped = _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h,
                              sigma, inv_l, epsilon, values, B_arr, b_is_identity, x0_arr, z0,
                              s_stop, c_stop, rec, inverse, times, key0, key1,
                              first_trajectory, progress)
-    finally:
-        _att.nb.set_num_threads(threads_before)
     coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
     if times is not None:
         coords["time"] = times_arr

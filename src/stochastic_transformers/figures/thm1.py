@@ -201,14 +201,13 @@ def run_chain(n, *, L, times, beta, d, attention="softmax", sigma=1.0, z0=0.0,
         raise ValueError(f"times must be increasing positive multiples of 1/L = 1/{L}; got {times}")
     phi, x_lo = _phi_table(tuple(functions), float(beta), int(d), attention, float(sigma),
                            float(times.max()))
-    if n_threads is not None:
-        nb.set_num_threads(min(n_threads, nb.config.NUMBA_NUM_THREADS))
     key0, key1 = _rng.stream_keys(seed)
     z_out = np.empty((n, rec.size))
     cv_out = np.empty((n, len(functions), rec.size))
-    _cv_kernel(key0, key1, first_trajectory, n, d, float(beta), attention == "softmax",
-               1.0 / math.sqrt(L), float(sigma), math.sqrt((1.0 - z0) / 2.0),
-               math.sqrt((1.0 + z0) / 2.0), rec, phi, _DS, x_lo, _DX, z_out, cv_out)
+    with _att.numba_threads(n_threads):  # restored after the call, as in simulate()
+        _cv_kernel(key0, key1, first_trajectory, n, d, float(beta), attention == "softmax",
+                   1.0 / math.sqrt(L), float(sigma), math.sqrt((1.0 - z0) / 2.0),
+                   math.sqrt((1.0 + z0) / 2.0), rec, phi, _DS, x_lo, _DX, z_out, cv_out)
     return z_out, cv_out
 
 
