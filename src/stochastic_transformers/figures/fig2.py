@@ -16,7 +16,7 @@ Scales
     8 x 8 digits, cut into four 4 x 4 patches (five tokens with the class
     token), for 20 epochs (2 warm-up, learning rate 3e-3) and 10 seed pairs:
     enough pairs for a paired comparison with a confidence interval and a sign
-    test.  The 20 runs train in about 25 minutes on two CPU cores, once: every
+    test.  The 20 runs train in about ten minutes on two CPU cores, once: every
     finished run is a checkpoint in ``cache_dir``.
 ``paper``
     the paper's run: CIFAR-10, depth 128, width 96, 300 epochs (8 warm-up),
