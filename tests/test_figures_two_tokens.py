@@ -219,3 +219,10 @@ def test_cli_all_runs_every_figure_not_skipped_and_prints_a_cost_table(tmp_path)
     assert not (tmp_path / "fig3.nc").exists()
     bad = _cli("--all", "--skip", "fig99", "--out", str(tmp_path))
     assert bad.returncode == 2 and "fig99" in bad.stderr
+
+
+@pytest.mark.parametrize("bad, name", [(dict(deep_n_traj=0), "deep_n_traj"),
+                                       (dict(n_traj=0), "n_traj"), (dict(T=-1.0), "T")])
+def test_fig4_more_bad_knobs_name_the_parameter(bad, name):
+    with pytest.raises(ValueError, match=name):
+        fig4.compute("smoke", progress=False, **bad)

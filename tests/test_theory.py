@@ -447,3 +447,13 @@ def test_two_cluster_coefficients_match_one_step_moments(attention, m1, m2):
         mu, s2 = th.two_cluster_coefficients(z, beta, d, m1, m2, attention=attention)
         assert abs(drift - mu) <= 4 * se, (z, drift, mu, se)
         assert var == pytest.approx(s2, rel=0.015), (z, var, s2)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(m1=0), "m1"), (dict(m2=1.5), "m2"),
+                                          (dict(d=1), "d"), (dict(attention="x"), "attention")])
+def test_two_cluster_coefficients_name_a_bad_parameter(kwargs, name):
+    args = dict(z=0.3, beta=1.0, d=4, m1=1, m2=3)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        th.two_cluster_coefficients(args.pop("z"), args.pop("beta"), args.pop("d"),
+                                    args.pop("m1"), args.pop("m2"), **args)

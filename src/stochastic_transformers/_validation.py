@@ -51,3 +51,11 @@ def check_choice(name: str, value, choices) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
+
+
+def check_whole_layers(T: float, L: int, name: str = "T") -> int:
+    """Number of layers ``T * L``; raises unless it is a whole number."""
+    layers = T * L
+    if abs(layers - round(layers)) > 1e-9 * max(1.0, layers):
+        raise ValueError(f"{name} * L must be a whole number of layers; got {name}={T}, L={L}")
+    return int(round(layers))

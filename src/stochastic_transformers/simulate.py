@@ -34,7 +34,7 @@ import xarray as xr
 
 from . import attention as _att
 from . import rng as _rng
-from ._validation import check_choice, check_int, check_real
+from ._validation import check_choice, check_int, check_real, check_whole_layers
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
 #: sweep cache key.
@@ -324,9 +324,7 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
     first_trajectory = check_int("first_trajectory", first_trajectory, 0)
     n_threads = None if n_threads is None else check_int("n_threads", n_threads, 1)
-    n_layers = int(round(T * L))
-    if abs(T * L - n_layers) > 1e-9 * max(1.0, T * L):
-        raise ValueError(f"T * L must be a whole number of layers; got T={T}, L={L}")
+    n_layers = check_whole_layers(T, L)
     if B is None:
         B_arr = np.eye(d)
         b_is_identity = True

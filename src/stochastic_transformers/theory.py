@@ -262,8 +262,10 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     Tokens at one point receive the same update, so ``m1`` tokens at :math:`y_1` and
     ``m2`` at :math:`y_2` stay a two-point configuration, and in the limit of
     Theorem 1 its overlap :math:`Z = \langle y_1, y_2\rangle` is a closed diffusion
-    :math:`dZ = \mu(Z)\,dt + s(Z)\,dB` (our derivation, not the paper's; see the book's
-    "Many tokens" chapter).  With the weights of :func:`two_cluster_weights`,
+    :math:`dZ = \mu(Z)\,dt + s(Z)\,dB`, by Ito's formula with
+    :math:`\operatorname{tr}(P_{y_1}P_{y_2}) = d - 2 + z^2`.  This reduction is the
+    companion's, not the paper's (the book does not present it yet); the tests check it
+    against Lemma 4 and against one-step moments of the discrete model.  With the weights of :func:`two_cluster_weights`,
     :math:`a_{11} = |A_1|^2 = p_1^2 + q_1^2 + 2p_1q_1 z`, :math:`a_{22}` likewise and
     :math:`a_{12} = \langle A_1, A_2\rangle = (p_1p_2 + q_1q_2)z + p_1q_2 + q_1p_2`:
 

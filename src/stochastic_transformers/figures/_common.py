@@ -6,7 +6,7 @@ import math
 from numbers import Integral, Real
 from pathlib import Path
 
-from .._validation import check_choice, check_int, check_real
+from .._validation import check_choice, check_int, check_real, check_whole_layers
 
 SCALE_NAMES = ("smoke", "quick", "paper")
 ATTENTIONS = ("softmax", "unnormalized")
@@ -60,14 +60,6 @@ KNOB_CHECKS = {
     "stop_level": lambda n, v: check_real(n, v, 0.0, 1.0),
     "sigma": lambda n, v: check_real(n, v, 0.0, strict_min=True),
 }
-
-
-def check_whole_layers(T: float, L: int, name: str = "T") -> int:
-    """Number of layers ``T * L``; raises unless it is a whole number."""
-    layers = T * L
-    if abs(layers - round(layers)) > 1e-9 * max(1.0, layers):
-        raise ValueError(f"{name} * L must be a whole number of layers; got {name}={T}, L={L}")
-    return int(round(layers))
 
 
 def resolve_scale(scales: dict, scale: str, overrides: dict) -> dict:

@@ -16,13 +16,12 @@ every beta).  Each cell uses the exact overlap chain with early stopping.
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
 from .. import simulate, theory
 from ..classification import outcome_counts
 from ..stats import agreement_z
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, committed_result, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, load_committed, resolve_scale
 
 ID = "fig3"
 DESCRIPTION = "two tokens: P(antipodal) vs beta for d = 4..10, with the exact limit curve (Theorem 2)"
@@ -93,11 +92,7 @@ def finish(ds, scale):
 
 def load_paper_result():
     """The committed paper-scale result (results/fig3_paper.nc), or None."""
-    path = committed_result(ID, "paper")
-    if path is None:
-        return None
-    with xr.open_dataset(path) as ds:
-        return ds.load()
+    return load_committed(ID, "paper")
 
 
 #: Half-width of the band around beta_c(d) treated as "near the threshold" in :func:`summary`.

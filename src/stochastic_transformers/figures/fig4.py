@@ -25,10 +25,10 @@ import numpy as np
 import xarray as xr
 
 from .. import simulate, theory
-from .._validation import check_int, check_real
+from .._validation import check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, check_whole_layers, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, resolve_scale
 
 ID = "fig4"
 DESCRIPTION = ("hybrid model: dominant outcome in the (beta, eps) plane with eps_c(beta) "
