@@ -177,10 +177,12 @@ def test_fast_paths_agree_in_law_with_the_literal_model(case):
 def test_auto_picks_the_fastest_exact_method():
     pick = lambda **kw: simulate(**{**dict(n_tokens=2, d=4, beta=1.0, n_traj=1, L=1, T=0.0), **kw}).attrs["method"]  # noqa: E731
     assert pick() == "overlap_chain"
-    assert pick(n_tokens=3) == "gaussian_dn"
-    assert pick(n_tokens=5) == "literal"  # N >= d: the d*N draw saves nothing
+    assert pick(n_tokens=3) == "reduced"  # the two-cluster reduction (tests/test_clusters.py)
+    assert pick(n_tokens=3, split=(1, 2)) == "cluster_chain"
     assert pick(values="uniform") == "literal"
-    assert pick(B=np.diag([1.0, 2.0, 1.0, 1.0])) == "gaussian_dn"
+    assert pick(n_tokens=3, values="uniform") == "literal"
+    assert pick(n_tokens=3, B=np.diag([1.0, 2.0, 1.0, 1.0])) == "gaussian_dn"
+    assert pick(n_tokens=5, B=np.diag([1.0, 2.0, 1.0, 1.0])) == "literal"  # N >= d: d*N saves nothing
     assert pick(model="hybrid", epsilon=1.0) == "overlap_chain"
     assert pick(model="hybrid", epsilon=1.0, n_tokens=3) == "literal"
 

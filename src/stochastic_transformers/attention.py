@@ -334,3 +334,113 @@ def pair_layer_stochastic_scaled(s, c, one, kappa_sum, kappa_diff, z):
                      one + kappa_sum * g11, kappa_sum * g21, kappa_sum * t11,
                      kappa_diff * g12, one + kappa_diff * g22, kappa_diff * t21,
                      kappa_diff * t22)
+
+
+# --------------------------------------------------------------------------------------
+# Two clusters of m1 and m2 tokens, B = identity: the weighted overlap chain.
+#
+# Tokens at one point receive the same update, so m1 tokens at y1 and m2 at y2 stay a
+# two-point configuration (the companion's two-cluster reduction, book chapter "Many
+# tokens").  A token of cluster 1 receives A_1 = p1 y1 + q1 y2, one of cluster 2
+# A_2 = p2 y2 + q2 y1; the state is again the half-angle pair (s, c) of the angle between
+# y1 and y2, and a layer needs the same seven random numbers as the two-token chain.
+# --------------------------------------------------------------------------------------
+
+
+@nb.njit(**_JIT)
+def cluster_pair_weights(s, beta, softmax, m1, m2):
+    """Weights of a two-point configuration in the half-angle frame, and three exact combinations.
+
+    With :math:`y_{1,2} = c\\,u \\mp s\\,w` and :math:`r = e^{\\beta(z-1)} = e^{-2\\beta s^2}`,
+    :math:`A_1 = t_1 c\\,u + e_1 s\\,w` and :math:`A_2 = t_2 c\\,u + e_2 s\\,w`, where
+    :math:`t_k = p_k + q_k`, :math:`e_1 = q_1 - p_1`, :math:`e_2 = p_2 - q_2`.  Returns
+    ``(one, t1, t2, e1, e2, t2 - t1, e2 - e1, e1 + e2)``; the last three are written in
+    closed form (through ``expm1``) because they decide the distance between the updated
+    points, which must keep its relative precision near both poles:
+
+    * softmax (:math:`D_1 = m_1 + m_2 r`, :math:`D_2 = m_2 + m_1 r`): :math:`t_1 = t_2 = 1`,
+      :math:`e_2 - e_1 = 2m_1m_2(1-r)(1+r)/(D_1D_2)`, :math:`e_1 + e_2 = 2r(m_2^2-m_1^2)/(D_1D_2)`;
+    * unnormalised, :math:`f = e^\\beta/N`: :math:`t_1 = f(m_1 + m_2 r)`,
+      :math:`t_2 = f(m_2 + m_1 r)`, :math:`t_2 - t_1 = f(m_2-m_1)(1-r)`,
+      :math:`e_2 - e_1 = fN(1-r)`, :math:`e_1 + e_2 = f(m_2-m_1)(1+r)`.  Above
+      :data:`USA_PAIR_SHIFT_FROM` every weight and ``one`` (the coefficient of the points
+      themselves) are divided by f, which leaves a layer unchanged (normalisation is
+      invariant to a positive factor).
+
+    ``m1 = m2 = 1`` gives :func:`pair_weights_scaled`: ``t1 = a + b``, ``e1 = -(a - b)``.
+    """
+    q = 2.0 * beta * s * s
+    r = math.exp(-q)
+    one_minus_r = -math.expm1(-q)
+    n = m1 + m2
+    if softmax:
+        den1 = m1 + m2 * r
+        den2 = m2 + m1 * r
+        e1 = (m2 * r - m1) / den1
+        e2 = (m2 - m1 * r) / den2
+        prod = den1 * den2
+        return (1.0, 1.0, 1.0, e1, e2, 0.0, 2.0 * m1 * m2 * one_minus_r * (1.0 + r) / prod,
+                2.0 * r * (m2 * m2 - m1 * m1) / prod)
+    if beta <= USA_PAIR_SHIFT_FROM:
+        f = math.exp(beta) / n
+        one = 1.0
+    else:
+        f = 1.0
+        one = n * math.exp(-beta)
+    return (one, f * (m1 + m2 * r), f * (m2 + m1 * r), f * (m2 * r - m1), f * (m2 - m1 * r),
+            f * (m2 - m1) * one_minus_r, f * n * one_minus_r, f * (m2 - m1) * (1.0 + r))
+
+
+@nb.njit(**_JIT)
+def _wedge4(a0, a1, a2, a3, b0, b1, b2, b3):
+    """|a ^ b| for two vectors of R^4, as the root of the sum of squared 2x2 minors."""
+    m01 = a0 * b1 - a1 * b0
+    m02 = a0 * b2 - a2 * b0
+    m03 = a0 * b3 - a3 * b0
+    m12 = a1 * b2 - a2 * b1
+    m13 = a1 * b3 - a3 * b1
+    m23 = a2 * b3 - a3 * b2
+    return math.sqrt(m01 * m01 + m02 * m02 + m03 * m03 + m12 * m12 + m13 * m13 + m23 * m23)
+
+
+@nb.njit(**_JIT)
+def cluster_pair_layer(s, c, kappa, weights, z):
+    """One stochastic layer of the weighted two-cluster chain (Gaussian V, B = identity).
+
+    ``kappa`` = :math:`h\\sigma`, ``weights`` the tuple of :func:`cluster_pair_weights`,
+    ``z`` the 7 random numbers of :func:`pair_layer_stochastic_scaled` (the same frame:
+    :math:`Vu = (g_{11}, g_{21}, T_{11}, 0)`, :math:`Vw = (g_{12}, g_{22}, T_{21}, T_{22})`
+    in an orthonormal frame :math:`(u, w, e_3, e_4)`).  The updated points are
+    :math:`Y_k = \\mathrm{one}\\,y_k + \\kappa V A_k`; the new angle has
+    :math:`\\cos\\theta' \\propto \\langle Y_1, Y_2\\rangle` and
+    :math:`\\sin\\theta' \\propto |Y_1 \\wedge Y_2|`, and the wedge is taken as
+    :math:`|Y_1\\wedge(Y_2 - Y_1)|` near +1 and :math:`|Y_1 \\wedge (Y_1 + Y_2)|` near -1, with
+    :math:`Y_2 \\mp Y_1` built from the exact combinations, so that neither distance to a
+    pole is ever obtained by cancellation.
+    """
+    one, t1, t2, e1, e2, t_diff, e_diff, e_sum = weights
+    g11, g21, g12, g22, t11, t21, t22 = z[0], z[1], z[2], z[3], z[4], z[5], z[6]
+    a1u, a1w = kappa * t1 * c, kappa * e1 * s
+    a2u, a2w = kappa * t2 * c, kappa * e2 * s
+    y10 = one * c + a1u * g11 + a1w * g12
+    y11 = -one * s + a1u * g21 + a1w * g22
+    y12 = a1u * t11 + a1w * t21
+    y13 = a1w * t22
+    y20 = one * c + a2u * g11 + a2w * g12
+    y21 = one * s + a2u * g21 + a2w * g22
+    y22 = a2u * t11 + a2w * t21
+    y23 = a2w * t22
+    cos_part = y10 * y20 + y11 * y21 + y12 * y22 + y13 * y23
+    if s <= c:   # Y2 - Y1, of size s
+        du, dw = kappa * t_diff * c, kappa * e_diff * s
+        v0 = du * g11 + dw * g12
+        v1 = 2.0 * one * s + du * g21 + dw * g22
+        v2 = du * t11 + dw * t21
+        v3 = dw * t22
+    else:        # Y1 + Y2, of size c
+        su, sw = kappa * (t1 + t2) * c, kappa * e_sum * s
+        v0 = 2.0 * one * c + su * g11 + sw * g12
+        v1 = su * g21 + sw * g22
+        v2 = su * t11 + sw * t21
+        v3 = sw * t22
+    return half_angles(cos_part, _wedge4(y10, y11, y12, y13, v0, v1, v2, v3))

@@ -38,12 +38,13 @@ from ._validation import check_choice, check_int, check_real, check_whole_layers
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
 #: sweep cache key.
-SIMULATION_CODE_VERSION = "1"
+SIMULATION_CODE_VERSION = "2"  # 2: N >= 3 Gaussian tokens take the reduced path
 
 ATTENTIONS = ("softmax", "unnormalized")
 VALUE_LAWS = ("gaussian", "uniform", "rademacher")
 MODELS = ("stochastic", "hybrid")
-METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain")
+METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap")
+_CHAINS = ("overlap_chain", "cluster_chain", "reduced")  # methods that can stop early
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -133,6 +134,61 @@ def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv
         stopped_layer[t] = stop
 
 
+@_att.nb.njit(**_att._JIT)
+def _init_tokens(state, x, init_mode, x0t, z0):
+    """Initial tokens into ``x`` (N, d): 0 i.i.d. uniform; 1 the given ``x0t``; 2 a uniform
+    pair at overlap ``z0``."""
+    n_tok, d = x.shape
+    if init_mode == 1:
+        x[:, :] = x0t
+    else:
+        for i in range(n_tok):
+            for a in range(d):
+                x[i, a] = _rng.normal(state)
+        _att.normalize_rows(x)
+        if init_mode == 2:
+            # x2 = z0 x1 + sqrt(1 - z0^2) e, e uniform on the sphere orthogonal to x1.
+            dot = 0.0
+            for a in range(d):
+                dot += x[1, a] * x[0, a]
+            for a in range(d):
+                x[1, a] -= dot * x[0, a]
+            nrm = 0.0
+            for a in range(d):
+                nrm += x[1, a] * x[1, a]
+            nrm = math.sqrt(nrm)
+            perp = math.sqrt(max(0.0, 1.0 - z0 * z0))
+            for a in range(d):
+                x[1, a] = z0 * x[0, a] + perp * x[1, a] / nrm
+
+
+@_att.nb.njit(**_att._JIT)
+def _token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l, epsilon,
+                 v, g, att, m, r, y, bx, weights, hv, self_scale):
+    """One layer of N tokens, in place on ``x``, drawing its noise from ``state``.
+
+    ``kind`` 0: literal (a full d x d V of law ``law``); 1: Gaussian d*N reduction
+    (``g`` is d x min(d, N)); 2: hybrid (one normal).  The other arrays are scratch space.
+    """
+    d = x.shape[1]
+    if kind == 0:
+        for a in range(d):
+            for b in range(d):
+                v[a, b] = _value_entry(state, law, sigma)
+        _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity,
+                           self_scale)
+    elif kind == 1:
+        for a in range(d):
+            for b in range(g.shape[1]):
+                g[a, b] = sigma * _rng.normal(state)
+        _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights,
+                               b_identity, hv, self_scale)
+    else:
+        w = inv_l + epsilon * _rng.normal(state) * h
+        _att.layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity,
+                          self_scale)
+
+
 @_att.nb.njit(**_PAR)
 def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, softmax, B,
                    b_identity, h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram,
@@ -148,27 +204,7 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
         state = np.empty(4, dtype=np.uint64)
         _rng.seed_stream(state, key0, key1, first + t)
         x = np.empty((n_tok, d))
-        if init_mode == 1:
-            x[:, :] = x0[t]
-        else:
-            for i in range(n_tok):
-                for a in range(d):
-                    x[i, a] = _rng.normal(state)
-            _att.normalize_rows(x)
-            if init_mode == 2:
-                # x2 = z0 x1 + sqrt(1 - z0^2) e, e uniform on the sphere orthogonal to x1.
-                dot = 0.0
-                for a in range(d):
-                    dot += x[1, a] * x[0, a]
-                for a in range(d):
-                    x[1, a] -= dot * x[0, a]
-                nrm = 0.0
-                for a in range(d):
-                    nrm += x[1, a] * x[1, a]
-                nrm = math.sqrt(nrm)
-                perp = math.sqrt(max(0.0, 1.0 - z0 * z0))
-                for a in range(d):
-                    x[1, a] = z0 * x[0, a] + perp * x[1, a] / nrm
+        _init_tokens(state, x, init_mode, x0[t], z0)
         att = np.empty((n_tok, d))
         y = np.empty((n_tok, d))
         m = np.empty((d, n_tok))
@@ -182,22 +218,8 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
-                if kind == 0:
-                    for a in range(d):
-                        for b in range(d):
-                            v[a, b] = _value_entry(state, law, sigma)
-                    _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity,
-                                       self_scale)
-                elif kind == 1:
-                    for a in range(d):
-                        for b in range(k):
-                            g[a, b] = sigma * _rng.normal(state)
-                    _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights,
-                                           b_identity, hv, self_scale)
-                else:
-                    w = inv_l + epsilon * _rng.normal(state) * h
-                    _att.layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity,
-                                      self_scale)
+                _token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l,
+                             epsilon, v, g, att, m, r, y, bx, weights, hv, self_scale)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
                 for i in range(n_tok):
                     for j in range(n_tok):
@@ -209,27 +231,313 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
         x_out[t] = x
 
 
+# ----------------------------------------------------------------- two-point configurations
+
+#: Two tokens count as one point once their overlap rounds to 1 in double precision:
+#: :math:`1 - \langle x_i, x_j\rangle` (computed as :math:`|x_i - x_j|^2/2`, without
+#: cancellation) at most :math:`2^{-53}`.  Below it the N-token state cannot tell them apart
+#: any more (its coordinates carry rounding errors of that relative size every layer), and
+#: for the two-token limit the chance that such a pair ever separates again to the
+#: classification tolerance 1e-3 is below :math:`10^{-19}` (module docstring).
+MERGE_ONE_MINUS_OVERLAP = 2.0**-53
+#: Layers between two merge checks of the ``reduced`` method (a check costs about
+#: N d operations while no pair has merged, N^2 d once some have).
+MERGE_CHECK_EVERY = 4
+
+
+@_att.nb.njit(**_att._JIT)
+def _draw_pair_noise(state, d, z):
+    """The seven random numbers of one overlap-chain layer, in the two-token chain's order."""
+    for k in range(4):
+        z[k] = _rng.normal(state)
+    z[5] = _rng.normal(state) if d >= 3 else 0.0
+    z[4] = _rng.sqrt_chi2(state, d - 2)
+    z[6] = _rng.sqrt_chi2(state, d - 3)
+
+
+@_att.nb.njit(**_att._JIT)
+def _record_two_point(rec_gram, rec_opo, ptr, labels, s, c, one_point):
+    """Gram matrix and 1 + (smallest overlap) of a one- or two-point state into record ``ptr``."""
+    n_tok = labels.size
+    z = 1.0 if one_point else c * c - s * s
+    for i in range(n_tok):
+        for j in range(n_tok):
+            rec_gram[ptr, i, j] = 1.0 if (one_point or labels[i] == labels[j]) else z
+    rec_opo[ptr] = 2.0 if one_point else 2.0 * c * c
+
+
+@_att.nb.njit(**_att._JIT)
+def _two_point_layers(state, s, c, m1, m2, layer0, n_layers, d, beta, softmax, kappa, s_stop,
+                      c_stop, labels, rec_layers, ptr, rec_gram, rec_opo, z):
+    """Advance a two-point state (m1 tokens at y1, m2 at y2) from layer ``layer0`` on.
+
+    A balanced split (m1 = m2) is the two-token chain exactly (same weights, same bits,
+    same early stopping at the poles when ``s_stop`` or ``c_stop`` > 0); an unbalanced one
+    takes :func:`attention.cluster_pair_layer`.  Either stops once the two points merge
+    (:data:`MERGE_ONE_MINUS_OVERLAP`).  Returns ``(s, c, ptr, stopped_layer, merged)``.
+    """
+    balanced = m1 == m2
+    for layer in range(layer0 + 1, n_layers + 1):
+        _draw_pair_noise(state, d, z)
+        if balanced:
+            one, ksum, kdiff = _att.pair_weights_scaled(s, beta, softmax)
+            s, c = _att.pair_layer_stochastic_scaled(s, c, one, kappa * ksum, kappa * kdiff, z)
+        else:
+            s, c = _att.cluster_pair_layer(s, c, kappa,
+                                           _att.cluster_pair_weights(s, beta, softmax, m1, m2), z)
+        merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
+        while ptr < rec_layers.size and rec_layers[ptr] == layer:
+            _record_two_point(rec_gram, rec_opo, ptr, labels, s, c, merged)
+            ptr += 1
+        if merged:
+            return s, c, ptr, layer, True
+        if balanced and (s < s_stop or c < c_stop):
+            return s, c, ptr, layer, False
+    return s, c, ptr, -1, False
+
+
+@_att.nb.njit(**_PAR)
+def _cluster_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, kappa, s0, c0,
+                    init_mode, s_stop, c_stop, rec_layers, rec_gram, rec_opo, s_out, c_out,
+                    stopped_layer):
+    """Run ``n`` trajectories of a two-point configuration (m1 tokens at y1, m2 at y2).
+
+    ``init_mode`` 0: y1, y2 independent uniform (the two-token chain's draw); 1: the given
+    half-angle states.  Records carry the N x N Gram matrix (tokens 0..m1-1 at y1).
+    """
+    n_tok = m1 + m2
+    labels = np.zeros(n_tok, dtype=np.int64)
+    labels[m1:] = 1
+    for t in _att.nb.prange(n):
+        state = np.empty(4, dtype=np.uint64)
+        _rng.seed_stream(state, key0, key1, first + t)
+        if init_mode == 0:
+            s, c = _uniform_half_angles(state, d)
+        else:
+            s, c = s0[t], c0[t]
+        merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
+        ptr = 0
+        while ptr < rec_layers.size and rec_layers[ptr] == 0:
+            _record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+            ptr += 1
+        stop = 0 if merged else -1
+        if not merged:
+            z = np.empty(7)
+            s, c, ptr, stop, merged = _two_point_layers(
+                state, s, c, m1, m2, 0, n_layers, d, beta, softmax, kappa, s_stop, c_stop,
+                labels, rec_layers, ptr, rec_gram[t], rec_opo[t], z)
+        while ptr < rec_layers.size:
+            _record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+            ptr += 1
+        s_out[t] = 0.0 if merged else s
+        c_out[t] = 1.0 if merged else c
+        stopped_layer[t] = stop
+
+
+@_att.nb.njit(**_att._JIT)
+def _merge_groups(x, labels, reps):
+    """Group tokens whose overlap rounds to 1; return the number of groups (3 means >= 3).
+
+    Token j joins the group of the first earlier representative it coincides with
+    (:data:`MERGE_ONE_MINUS_OVERLAP`); the scan stops at the third group, so a check
+    costs little while the tokens are apart.
+    """
+    n_tok, d = x.shape
+    for i in range(n_tok):
+        labels[i] = -1
+    n_groups = 0
+    for i in range(n_tok):
+        if labels[i] >= 0:
+            continue
+        if n_groups == 2:
+            return 3
+        labels[i] = n_groups
+        reps[n_groups] = i
+        for j in range(i + 1, n_tok):
+            if labels[j] < 0:
+                acc = 0.0
+                for a in range(d):
+                    diff = x[i, a] - x[j, a]
+                    acc += diff * diff
+                if 0.5 * acc <= MERGE_ONE_MINUS_OVERLAP:
+                    labels[j] = n_groups
+        n_groups += 1
+    return n_groups
+
+
+@_att.nb.njit(**_att._JIT)
+def _record_tokens(rec_gram, rec_opo, ptr, x):
+    """Gram matrix of the tokens and 1 + their smallest overlap (as min |x_i + x_j|^2 / 2)."""
+    n_tok, d = x.shape
+    low = 2.0
+    for i in range(n_tok):
+        for j in range(n_tok):
+            acc = 0.0
+            for a in range(d):
+                acc += x[i, a] * x[j, a]
+            rec_gram[ptr, i, j] = acc
+            if j > i:
+                acc = 0.0
+                for a in range(d):
+                    plus = x[i, a] + x[j, a]
+                    acc += plus * plus
+                low = min(low, 0.5 * acc)
+    rec_opo[ptr] = low
+
+
+@_att.nb.njit(**_PAR)
+def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softmax, B, h, sigma,
+                    x0, init_mode, s_stop, c_stop, snap_only, rec_layers, rec_gram, rec_opo,
+                    gram_out, opo_out, merge_layer, merge_points, merge_m1, merge_s, merge_c,
+                    stopped_layer):
+    """N tokens through the N-token map until they occupy at most two points, then the chain.
+
+    Layers are those of :func:`_tokens_kernel` (``kind`` 0 literal Gaussian, 1 the d*N
+    reduction; same random numbers, so both kernels agree bit for bit up to the merge).
+    Every :data:`MERGE_CHECK_EVERY` layers the tokens are grouped
+    (:func:`_merge_groups`); one group stops the trajectory (one point is absorbing), two
+    groups continue on :func:`_two_point_layers` from the representatives' half angles.
+    ``snap_only`` (method ``snap``, for validation, with ``kind`` 0): never switch; instead
+    set every token to its group's representative and keep the N-token map, so that a run
+    differs from ``method="literal"`` with the same seed only by the merge itself.
+    """
+    k = min(d, n_tok)
+    for t in _att.nb.prange(n):
+        state = np.empty(4, dtype=np.uint64)
+        _rng.seed_stream(state, key0, key1, first + t)
+        x = np.empty((n_tok, d))
+        _init_tokens(state, x, init_mode, x0[t], 0.0)
+        att = np.empty((n_tok, d))
+        y = np.empty((n_tok, d))
+        m = np.empty((d, n_tok))
+        r = np.empty((k, n_tok))
+        v = np.empty((d, d))
+        g = np.empty((d, k))
+        bx = np.empty((n_tok, d))
+        weights = np.empty(n_tok)
+        self_scale = np.empty(n_tok)
+        hv = np.empty(d)
+        labels = np.empty(n_tok, dtype=np.int64)
+        reps = np.zeros(2, dtype=np.int64)
+        ptr = 0
+        groups = n_tok
+        at = -1
+        for layer in range(0, n_layers + 1):
+            if layer > 0:
+                _token_layer(state, kind, 0, x, h, B, beta, softmax, True, sigma, 0.0, 0.0,
+                             v, g, att, m, r, y, bx, weights, hv, self_scale)
+            while ptr < rec_layers.size and rec_layers[ptr] == layer:
+                _record_tokens(rec_gram[t], rec_opo[t], ptr, x)
+                ptr += 1
+            if layer % MERGE_CHECK_EVERY == 0 and groups > 1:
+                n_groups = _merge_groups(x, labels, reps)
+                if n_groups <= 2:
+                    if at < 0:
+                        at = layer
+                        groups = n_groups
+                    if not snap_only:
+                        break
+                    # validation mode: make coinciding tokens coincide exactly, keep the map
+                    groups = n_groups
+                    for j in range(n_tok):
+                        for a in range(d):
+                            x[j, a] = x[reps[labels[j]], a]
+        merge_layer[t] = at
+        stop = -1
+        if snap_only:
+            merge_points[t] = 0 if at < 0 else (1 if groups == 1 else 2)
+            merge_m1[t] = 0
+            merge_s[t] = 0.0
+            merge_c[t] = 0.0
+            _record_tokens(gram_out[t:t + 1], opo_out[t:t + 1], 0, x)
+        elif at < 0:
+            merge_points[t] = 0
+            merge_m1[t] = 0
+            merge_s[t] = 0.0
+            merge_c[t] = 0.0
+            _record_tokens(gram_out[t:t + 1], opo_out[t:t + 1], 0, x)
+        else:
+            merge_points[t] = groups
+            m1 = 0
+            for i in range(n_tok):
+                if labels[i] == 0:
+                    m1 += 1
+            merge_m1[t] = m1
+            merged = groups == 1
+            s, c = 0.0, 1.0
+            if not merged:
+                i, j = reps[0], reps[1]
+                dm, dp = 0.0, 0.0
+                for a in range(d):
+                    dm += (x[j, a] - x[i, a]) ** 2
+                    dp += (x[j, a] + x[i, a]) ** 2
+                s, c = 0.5 * math.sqrt(dm), 0.5 * math.sqrt(dp)
+                nrm = math.sqrt(s * s + c * c)
+                s, c = s / nrm, c / nrm
+                merge_s[t] = s
+                merge_c[t] = c
+                z = np.empty(7)
+                s, c, ptr, stop, merged = _two_point_layers(
+                    state, s, c, m1, n_tok - m1, at, n_layers, d, beta, softmax, h * sigma,
+                    s_stop, c_stop, labels, rec_layers, ptr, rec_gram[t], rec_opo[t], z)
+            else:
+                merge_s[t] = 0.0
+                merge_c[t] = 1.0
+                stop = at
+            while ptr < rec_layers.size:
+                _record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+                ptr += 1
+            _record_two_point(gram_out[t:t + 1], opo_out[t:t + 1], 0, labels, s, c, merged)
+        stopped_layer[t] = stop
+
+
 # ----------------------------------------------------------------------------- API
 
-def _resolve_method(method, model, n_tokens, d, values, b_is_identity):
+def _resolve_method(method, model, n_tokens, d, values, b_is_identity, split):
+    gaussian_b = b_is_identity and model == "stochastic" and values == "gaussian"
     chain_ok = n_tokens == 2 and b_is_identity and (model == "hybrid" or values == "gaussian")
+    if split is not None:
+        if method not in ("auto", "cluster_chain") or not gaussian_b:
+            raise ValueError("split (a two-point initial configuration) runs on the weighted "
+                             "overlap chain: it needs method='auto' or 'cluster_chain', "
+                             "model='stochastic', values='gaussian' and B = identity; to push a "
+                             "two-point configuration through the full N-token map, pass it as x0")
+        return "cluster_chain"
     if method == "auto":
         if chain_ok:
             return "overlap_chain"
+        if gaussian_b:
+            return "reduced"
         if model == "stochastic" and values == "gaussian" and n_tokens < d:
             return "gaussian_dn"
         return "literal"
     if method == "overlap_chain" and not chain_ok:
         raise ValueError("method='overlap_chain' needs n_tokens == 2, B = identity and, for "
                          "model='stochastic', values='gaussian'")
+    if method == "cluster_chain":
+        raise ValueError("method='cluster_chain' needs split=(m1, m2), the two-point initial "
+                         "configuration")
+    if method in ("reduced", "snap") and not gaussian_b:
+        raise ValueError(f"method={method!r} (the two-cluster reduction) needs "
+                         "model='stochastic', values='gaussian' and B = identity")
     if method == "gaussian_dn" and not (model == "stochastic" and values == "gaussian"):
         raise ValueError("method='gaussian_dn' needs model='stochastic' and values='gaussian'")
     return method
 
 
+def full_method(n_tokens, d):
+    """The method ``auto`` chose for N Gaussian tokens before the two-cluster reduction:
+    the exact d*N path when N < d, the literal one otherwise (the same d^2 normals).
+
+    Figures that measure the N-token map itself below the merge threshold (Figure 9's
+    clustering gap) pass it explicitly; its bits are those of every earlier release.
+    """
+    return "gaussian_dn" if n_tokens < d else "literal"
+
+
 def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="gaussian",
              sigma=1.0, model="stochastic", epsilon=0.0, method="auto", seed=0, times=None,
-             B=None, x0=None, z0=None, stop_level=None, tol=1e-3, n_threads=None,
+             B=None, x0=None, z0=None, split=None, stop_level=None, tol=1e-3, n_threads=None,
              first_trajectory=0, progress=False):
     r"""Simulate the discrete deep-transformer model and return the final Gram matrices.
 
@@ -266,8 +574,15 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     model : {"stochastic", "hybrid"}
     epsilon : float
         Noise level of the hybrid model, >= 0 (must be 0 for the stochastic model).
-    method : {"auto", "literal", "gaussian_dn", "overlap_chain"}
-        ``auto`` picks the fastest exact method for the request.
+    method : {"auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap"}
+        ``auto`` picks the fastest exact method for the request: the overlap chain for
+        two tokens, the weighted chain for a ``split``, and ``reduced`` for N >= 3
+        Gaussian tokens with B = identity: the N-token map until the tokens occupy at
+        most two points (their overlaps round to 1, :data:`MERGE_ONE_MINUS_OVERLAP`),
+        then nothing (one point is absorbing) or the weighted two-cluster chain.
+        ``full_method(n_tokens, d)`` names the plain N-token map.  ``snap`` (for
+        validation) keeps the literal N-token map but makes coinciding tokens coincide
+        exactly: with the same seed it differs from ``literal`` only by the merge.
     seed : int
         Seed of the per-block random streams (see the module docstring).
     times : sequence of float, optional
@@ -277,10 +592,16 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     x0 : array (N, d) or (n_traj, N, d), optional
         Initial tokens (unit vectors); default i.i.d. uniform on the sphere.
     z0 : float, optional
-        Two tokens only: start every trajectory at overlap ``z0`` in [-1, 1] (a uniformly
-        random pair with that overlap).
+        Two tokens (or a ``split``) only: start every trajectory at overlap ``z0`` in
+        [-1, 1] (a uniformly random pair with that overlap).
+    split : (int, int), optional
+        A two-point initial configuration: ``m1`` tokens at :math:`y_1` and ``m2`` at
+        :math:`y_2` (``m1 + m2 = n_tokens``), :math:`y_1, y_2` independent uniform or at
+        overlap ``z0``; run on the weighted two-cluster chain (seven random numbers a
+        layer, whatever N and d).
     stop_level : float, optional
-        Overlap chain, stochastic model: stop a trajectory once the limit diffusion's
+        Overlap chain (and balanced two-point states of the ``cluster_chain`` and
+        ``reduced`` methods), stochastic model: stop a trajectory once the limit diffusion's
         probability of ever leaving its pole (reaching ``1 - tol`` from +1 or
         ``-1 + tol`` from -1; :func:`theory.stopping_angles`) is below this level.
         ``None`` means 1e-6 when ``times`` is not given and off otherwise; 0 turns it off.
@@ -301,8 +622,14 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         ``gram`` (trajectory, i, j) at time T, and ``gram_t`` (trajectory, time, i, j)
         when ``times`` is given.  For the overlap chain also ``one_minus_overlap`` and
         ``one_plus_overlap`` (full relative precision near both poles) and
-        ``stopped_layer`` (-1 if never stopped).  Every parameter, the method, the seed,
-        the code version and the wall time are in ``attrs``.
+        ``stopped_layer`` (-1 if never stopped); the same for ``cluster_chain``, with an
+        N x N ``gram``.  ``reduced`` gives ``gram``, ``one_plus_min_overlap`` (1 + the
+        smallest pairwise overlap, precise near -1), ``merge_layer`` (first layer with at
+        most two points, -1 if none), ``merge_points`` (1 or 2; 0 if never merged),
+        ``merge_m1`` (tokens in token 0's point), ``merge_one_plus_overlap`` and
+        ``merge_one_minus_overlap`` (the state handed to the chain) and ``stopped_layer``;
+        it has no ``tokens`` (the chain keeps only the overlap).  Every parameter, the
+        method, the seed, the code version and the wall time are in ``attrs``.
     """
     t_start = time.perf_counter()
     n_tokens = check_int("n_tokens", n_tokens, 2)
@@ -333,9 +660,17 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         if B_arr.shape != (d, d) or not np.all(np.isfinite(B_arr)):
             raise ValueError(f"B must be a finite ({d}, {d}) array; got shape {B_arr.shape}")
         b_is_identity = bool(np.array_equal(B_arr, np.eye(d)))
+    if split is not None:
+        if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") or len(split) != 2:
+            raise ValueError(f"split must be a pair (m1, m2) of token counts; got {split!r}")
+        split = (check_int("split[0]", split[0], 1), check_int("split[1]", split[1], 1))
+        if sum(split) != n_tokens:
+            raise ValueError(f"split={split} must add up to n_tokens={n_tokens}")
+        if x0 is not None:
+            raise ValueError("give at most one of x0 and split")
     if z0 is not None:
-        if n_tokens != 2:
-            raise ValueError("z0 (an initial overlap) needs n_tokens == 2")
+        if n_tokens != 2 and split is None:
+            raise ValueError("z0 (an initial overlap) needs n_tokens == 2 or a split")
         z0 = check_real("z0", z0, -1.0, 1.0)
     x0_arr = None
     if x0 is not None:
@@ -355,17 +690,18 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         raise ValueError(f"times must be a 1-d sequence of values in [0, T={T}]")
     rec_layers = np.rint(times_arr * L).astype(np.int64)
     order = np.argsort(rec_layers, kind="stable")
-    method = _resolve_method(method, model, n_tokens, d, values, b_is_identity)
+    method = _resolve_method(method, model, n_tokens, d, values, b_is_identity, split)
     _check_memory(method, n_traj, n_tokens, d, rec_layers.size, x0_arr is not None)
 
     if stop_level is None:
-        stop_level = 1e-6 if (times is None and method == "overlap_chain"
+        stop_level = 1e-6 if (times is None and method in _CHAINS
                               and model == "stochastic") else 0.0
     stop_level = check_real("stop_level", stop_level, 0.0, 1.0)
     s_stop = c_stop = 0.0
     if stop_level > 0.0:
-        if method != "overlap_chain" or model != "stochastic":
-            raise ValueError("stop_level > 0 needs the overlap chain of the stochastic model")
+        if method not in _CHAINS or model != "stochastic":
+            raise ValueError("stop_level > 0 needs the overlap chain of the stochastic model "
+                             "(methods 'overlap_chain', 'cluster_chain', 'reduced')")
         from .theory import stopping_angles
 
         theta_stop, psi_stop = stopping_angles(beta, d, tol=tol, level=stop_level)
@@ -379,7 +715,7 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     with _att.numba_threads(n_threads):  # process-wide state: restored after the call
         data, stopped = _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h,
                              sigma, inv_l, epsilon, values, B_arr, b_is_identity, x0_arr, z0,
-                             s_stop, c_stop, rec, inverse, times, key0, key1,
+                             split, s_stop, c_stop, rec, inverse, times, key0, key1,
                              first_trajectory, progress)
     coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
     if times is not None:
@@ -391,6 +727,9 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         sigma=sigma, model=model, epsilon=epsilon, method=method, seed=seed,
         B="identity" if b_is_identity else repr(B_arr.tolist()),
         z0="uniform" if z0 is None and x0 is None else ("given" if x0 is not None else z0),
+        split="none" if split is None else f"{split[0]},{split[1]}",
+        merge_one_minus_overlap=(MERGE_ONE_MINUS_OVERLAP
+                                 if method in ("cluster_chain", "reduced", "snap") else 0.0),
         stop_level=stop_level, tol=tol, stopped_fraction=float(np.mean(stopped >= 0)),
         first_trajectory=first_trajectory, code_version=SIMULATION_CODE_VERSION,
         wall_time_s=time.perf_counter() - t_start,
@@ -409,6 +748,8 @@ def memory_estimate(method: str, n_traj: int, n_tokens: int, d: int, n_times: in
     """
     if method == "overlap_chain":
         per_traj = 88 + 96 * n_times
+    elif method in ("cluster_chain", "reduced", "snap"):
+        per_traj = 8 * (2 * n_tokens * d + 16 + 2 * n_tokens**2 + 2 * n_times * (n_tokens**2 + 1))
     else:
         per_traj = 8 * (2 * n_tokens * d + n_tokens**2 + 2 * n_times * n_tokens**2)
         if x0_given:
@@ -449,8 +790,8 @@ def _check_memory(method, n_traj, n_tokens, d, n_times, x0_given):
 
 
 def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, inv_l,
-         epsilon, values, B_arr, b_is_identity, x0_arr, z0, s_stop, c_stop, rec, inverse, times,
-         key0, key1, first_trajectory, progress):
+         epsilon, values, B_arr, b_is_identity, x0_arr, z0, split, s_stop, c_stop, rec, inverse,
+         times, key0, key1, first_trajectory, progress):
     """Run the kernels of :func:`simulate` (arguments validated there); return the data."""
     # Trajectories run in slices only so that a progress bar can move; the bits do not
     # depend on the slicing because every trajectory owns its stream.
@@ -491,6 +832,68 @@ def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, 
             data["gram_t"] = (("trajectory", "time", "i", "j"), _pair_gram(rs, rc))
             data["one_minus_overlap_t"] = (("trajectory", "time"), 2.0 * rs * rs)
             data["one_plus_overlap_t"] = (("trajectory", "time"), 2.0 * rc * rc)
+    elif method == "cluster_chain":
+        m1, m2 = split
+        s_out, c_out = np.empty(n_traj), np.empty(n_traj)
+        stopped = np.empty(n_traj, dtype=np.int64)
+        rec_gram = np.empty((n_traj, rec.size, n_tokens, n_tokens))
+        rec_opo = np.empty((n_traj, rec.size))
+        s0 = np.full(n_traj, math.sqrt((1.0 - z0) / 2.0) if z0 is not None else 0.0)
+        c0 = np.full(n_traj, math.sqrt((1.0 + z0) / 2.0) if z0 is not None else 0.0)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            _cluster_kernel(key0, key1, first_trajectory + lo, hi - lo, m1, m2, d, n_layers,
+                            beta, softmax, h * sigma, s0[lo:hi], c0[lo:hi],
+                            0 if z0 is None else 1, s_stop, c_stop, rec, rec_gram[lo:hi],
+                            rec_opo[lo:hi], s_out[lo:hi], c_out[lo:hi], stopped[lo:hi])
+            if bar is not None:
+                bar.update(hi - lo)
+        labels = np.r_[np.zeros(m1, int), np.ones(m2, int)]
+        z = c_out * c_out - s_out * s_out
+        gram = np.where(labels[:, None] == labels[None, :], 1.0, z[:, None, None])
+        data["gram"] = (("trajectory", "i", "j"), gram)
+        data["one_minus_overlap"] = (("trajectory",), 2.0 * s_out * s_out)
+        data["one_plus_overlap"] = (("trajectory",), 2.0 * c_out * c_out)
+        data["stopped_layer"] = (("trajectory",), stopped)
+        if times is not None:
+            data["gram_t"] = (("trajectory", "time", "i", "j"), rec_gram[:, inverse])
+            data["one_plus_overlap_t"] = (("trajectory", "time"), rec_opo[:, inverse])
+    elif method in ("reduced", "snap"):
+        # The d*N path when it draws fewer normals; ``snap`` always draws the whole V, so that
+        # it consumes its random numbers exactly as method="literal" does, before and after
+        # a merge (the d*N path's use of its normals depends on the rank of the attention
+        # outputs, which a merge changes).
+        kind = 1 if (n_tokens < d and method == "reduced") else 0
+        x0_in = (np.ascontiguousarray(x0_arr) if x0_arr is not None
+                 else np.zeros((n_traj, n_tokens, d)))
+        gram = np.empty((n_traj, n_tokens, n_tokens))
+        opo = np.empty(n_traj)
+        rec_gram = np.empty((n_traj, rec.size, n_tokens, n_tokens))
+        rec_opo = np.empty((n_traj, rec.size))
+        merge_layer = np.empty(n_traj, dtype=np.int64)
+        merge_points = np.empty(n_traj, dtype=np.int64)
+        merge_m1 = np.empty(n_traj, dtype=np.int64)
+        merge_s, merge_c = np.empty(n_traj), np.empty(n_traj)
+        stopped = np.empty(n_traj, dtype=np.int64)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            _reduced_kernel(key0, key1, first_trajectory + lo, hi - lo, n_tokens, d, n_layers,
+                            kind, beta, softmax, B_arr, h, sigma, x0_in[lo:hi],
+                            1 if x0_arr is not None else 0, s_stop, c_stop, method == "snap", rec,
+                            rec_gram[lo:hi], rec_opo[lo:hi], gram[lo:hi], opo[lo:hi],
+                            merge_layer[lo:hi], merge_points[lo:hi], merge_m1[lo:hi],
+                            merge_s[lo:hi], merge_c[lo:hi], stopped[lo:hi])
+            if bar is not None:
+                bar.update(hi - lo)
+        data["gram"] = (("trajectory", "i", "j"), gram)
+        data["one_plus_min_overlap"] = (("trajectory",), opo)
+        data["merge_layer"] = (("trajectory",), merge_layer)
+        data["merge_points"] = (("trajectory",), merge_points)
+        data["merge_m1"] = (("trajectory",), merge_m1)
+        data["merge_one_minus_overlap"] = (("trajectory",), 2.0 * merge_s * merge_s)
+        data["merge_one_plus_overlap"] = (("trajectory",), 2.0 * merge_c * merge_c)
+        data["stopped_layer"] = (("trajectory",), stopped)
+        if times is not None:
+            data["gram_t"] = (("trajectory", "time", "i", "j"), rec_gram[:, inverse])
+            data["one_plus_min_overlap_t"] = (("trajectory", "time"), rec_opo[:, inverse])
     else:
         kind = {"literal": 0, "gaussian_dn": 1}[method] if model == "stochastic" else 2
         x_out = np.empty((n_traj, n_tokens, d))

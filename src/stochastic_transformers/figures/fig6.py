@@ -42,7 +42,7 @@ from ._common import cell_threads, check_simulation_knobs, default_scheduler, re
 ID = "fig6"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
 #: outputs or numbers, so that cached cells of the old version are not reused.
-CELL_VERSION = "1"
+CELL_VERSION = "2"  # 2: the reduced path and its split counts
 DESCRIPTION = "N >= 3 tokens: P(at least one antipodal pair at T) vs beta for several N, d = 4"
 
 _BETAS = tuple(float(b) for b in np.arange(0.0, 8.0 + 1e-9, 0.5))
@@ -57,7 +57,15 @@ SCALES = {
 
 
 def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
-    """One (N, beta) point: counts of the classifications of ``n_traj`` trajectories at T."""
+    """One (N, beta) point: counts of the classifications of ``n_traj`` trajectories at T.
+
+    Besides the classifications at T, it counts what the two-cluster reduction saw: the
+    trajectories whose tokens merged into one point, into a balanced two-point split
+    (m1 = m2) or an unbalanced one, how many of each end with an antipodal pair, and, for
+    the balanced ones, the sum over trajectories of the limit probability of ending
+    antipodal from the overlap at the merge (Theorem 2's exit probability, exact for a
+    balanced split): its expected count of antipodal pairs as T goes to infinity.
+    """
     cpu0 = time.process_time()
     ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
                   tol=tol, n_threads=cell_threads())
@@ -66,9 +74,24 @@ def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
     anti = has_antipodal_pair(g, tol)
     clus = is_clustered(g, tol)
     k = n_clusters(g, tol)
+    points = ds.merge_points.values
+    balanced = (points == 2) & (2 * ds.merge_m1.values == n_tokens)
+    unbalanced = (points == 2) & ~balanced
+    z_merge = np.clip(ds.merge_one_plus_overlap.values[balanced] - 1.0, -1.0, 1.0)
+    predicted = (np.asarray(theory.antipodal_probability(min(beta, theory.BETA_MAX), d,
+                                                         z0=z_merge), dtype=float)
+                 if z_merge.size else np.zeros(0))
+    merged = ds.merge_layer.values >= 0
     return {"n_antipodal_pair": int(anti.sum()), "n_clustered": int(clus.sum()),
             "n_clustered_antipodal": int((anti & clus).sum()),
             "sum_n_clusters": int(k.sum()), "n_traj": n_traj,
+            "n_merged_one": int((points == 1).sum()), "n_balanced": int(balanced.sum()),
+            "n_unbalanced": int(unbalanced.sum()),
+            "n_antipodal_balanced": int((anti & balanced).sum()),
+            "n_antipodal_unbalanced": int((anti & unbalanced).sum()),
+            "predicted_antipodal_balanced": float(predicted.sum()),
+            "predicted_var_balanced": float((predicted * (1.0 - predicted)).sum()),
+            "sum_merge_time": float(ds.merge_layer.values[merged].sum() / L),
             "simulate_s": float(ds.attrs["wall_time_s"]), "simulate_cpu_s": float(cpu)}
 
 
