@@ -22,9 +22,12 @@ whatever :math:`\beta`; unnormalised attention grows like :math:`e^{\beta}`, and
 far from the diffusion regime.  For N = 2 the two choices
 share the limit law; for :math:`N \ge 3` they do not, so the choice is a parameter.
 
-There is no early stopping for :math:`N \ge 3`: every trajectory runs all
-:math:`LT` layers (the exact :math:`dN` Gaussian path when N < d, the literal one
-otherwise, which costs the same :math:`d^2` normals a layer at d = 4).
+The simulation takes the reduced path (:func:`stochastic_transformers.simulate`,
+``method="reduced"``): the N-token map until the tokens occupy at most two points, then
+nothing (one point) or the weighted two-cluster chain, which is exact for two-point
+configurations.  Each cell also counts the splits the tokens merged into, and for
+balanced splits (:math:`m_1 = m_2`, which behave exactly as two tokens) the limit
+probability of ending antipodal from the overlap at the merge.
 """
 
 from __future__ import annotations
@@ -131,10 +134,20 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
 
 def finish(ds, scale):
-    """Fractions, bands, mean cluster count and the two-token reference curve."""
+    """Fractions, bands, mean cluster count, the split decomposition and the reference curves."""
     ds = add_fraction(ds, "n_antipodal_pair", "n_traj", "p_antipodal_pair")
     ds = add_fraction(ds, "n_clustered", "n_traj", "p_clustered")
     ds = add_fraction(ds, "n_clustered_antipodal", "n_traj", "p_two_clusters")
+    if "n_balanced" in ds:   # results of CELL_VERSION >= 2
+        ds = add_fraction(ds, "n_antipodal_balanced", "n_traj", "p_antipodal_balanced")
+        ds = add_fraction(ds, "n_antipodal_unbalanced", "n_traj", "p_antipodal_unbalanced")
+        ds["p_antipodal_balanced_predicted"] = ds.predicted_antipodal_balanced / ds.n_traj
+        ds.p_antipodal_balanced_predicted.attrs["long_name"] = (
+            "limit prediction for balanced splits (Theorem 2 from the overlap at the merge)")
+        se = np.sqrt(ds.predicted_var_balanced)
+        ds["balanced_z"] = ((ds.n_antipodal_balanced - ds.predicted_antipodal_balanced)
+                            / se.where(se > 0))
+        ds.balanced_z.attrs["long_name"] = "balanced splits: (observed - predicted) / SE"
     ds["mean_n_clusters"] = ds.sum_n_clusters / ds.n_traj
     ds.mean_n_clusters.attrs["long_name"] = "mean number of clusters at T"
     d = int(ds.attrs["fixed_d"])
@@ -187,19 +200,34 @@ def cost(ds, scale="paper") -> dict:
             f"{scale}_longest_cell_min": max(cell_s) / 60.0}
 
 
+#: Balanced splits agree with their limit prediction when every |z| is at most this
+#: (|z| = |observed - predicted| / SE over the 17 betas of each even N: with correct
+#: predictions the chance that one of 34 normal scores exceeds 3.5 is about 1.6%).
+BALANCED_Z_MAX = 3.5
+
+
 def summary(ds) -> dict:
-    """Numbers the notebook quotes."""
+    """Numbers the notebook quotes, and the verdicts on the split decomposition.
+
+    ``per_n[N]`` has the curve's landmarks and, with the split counts, the shares of the
+    antipodal pairs at the largest beta that come from balanced and from unbalanced
+    splits; ``balanced_max_abs_z`` is the largest |observed - predicted| / SE of the
+    balanced splits over beta (even N), and ``balanced_agree`` says whether it is at most
+    :data:`BALANCED_Z_MAX`.  ``odd_all_unbalanced`` checks that no odd N has a balanced
+    split (there is none: the reduction's explanation of the parity effect).
+    """
     betas = ds.beta.values
     out = {"n_traj": int(ds.n_traj.values.max()), "betas": [float(b) for b in betas],
            "n_tokens": [int(n) for n in ds.n_tokens.values],
            "beta_c": float(ds.attrs["beta_c"])}
     per_n = {}
+    split_counts = "n_balanced" in ds
     for n in ds.n_tokens.values:
         sub = ds.sel(n_tokens=n)
         p = sub.p_antipodal_pair.values
         i_max = int(np.argmax(p))
         positive = betas[sub.p_antipodal_pair_low.values > 0]
-        per_n[int(n)] = {
+        row = {
             "p_at_beta0": float(p[0]),
             "p_max": float(p[i_max]), "beta_at_max": float(betas[i_max]),
             "p_last": float(p[-1]), "low_last": float(sub.p_antipodal_pair_low.values[-1]),
@@ -210,28 +238,63 @@ def summary(ds) -> dict:
             "mean_clusters_last": float(sub.mean_n_clusters.values[-1]),
             "mean_clusters_max": float(sub.mean_n_clusters.max()),
         }
+        if split_counts:
+            last = sub.isel(beta=-1)
+            n_anti = max(int(last.n_antipodal_pair), 1)
+            z = sub.balanced_z.values
+            row.update(
+                p_balanced_last=float(last.p_antipodal_balanced),
+                p_unbalanced_last=float(last.p_antipodal_unbalanced),
+                share_balanced_last=float(last.n_antipodal_balanced) / n_anti,
+                share_unbalanced_last=float(last.n_antipodal_unbalanced) / n_anti,
+                share_unmerged_last=float(last.n_antipodal_pair - last.n_antipodal_balanced
+                                          - last.n_antipodal_unbalanced) / n_anti,
+                frac_balanced_last=float(last.n_balanced / last.n_traj),
+                frac_unbalanced_last=float(last.n_unbalanced / last.n_traj),
+                frac_merged_one_last=float(last.n_merged_one / last.n_traj),
+                predicted_balanced_last=float(last.p_antipodal_balanced_predicted),
+                balanced_max_abs_z=(float(np.nanmax(np.abs(z))) if np.any(np.isfinite(z))
+                                    else float("nan")),
+                mean_merge_time=float(sub.sum_merge_time.sum()
+                                      / max(1, int((sub.n_balanced + sub.n_unbalanced
+                                                    + sub.n_merged_one).sum()))),
+            )
+        per_n[int(n)] = row
     out["per_n"] = per_n
     last = ds.isel(beta=-1)
     out["increasing_in_n_at_last_beta"] = bool(np.all(np.diff(last.p_antipodal_pair.values) >= 0))
     theory_last = float(ds.p_two_token_theory.values[-1])
     out["two_token_theory_last"] = theory_last
     out["min_clustered"] = float(ds.p_clustered.min())
+    if split_counts:
+        even = [n for n in per_n if n % 2 == 0]
+        zs = [per_n[n]["balanced_max_abs_z"] for n in even
+              if np.isfinite(per_n[n]["balanced_max_abs_z"])]
+        out["balanced_max_abs_z"] = max(zs) if zs else float("nan")
+        out["balanced_agree"] = (max(zs) <= BALANCED_Z_MAX) if zs else None
+        out["odd_all_unbalanced"] = all(int(ds.sel(n_tokens=n).n_balanced.sum()) == 0
+                                        for n in per_n if n % 2 == 1)
     return out
 
 
 def plot(ds):
-    """(a) P(antipodal pair at T) vs beta per N; (b) fraction clustered; (c) mean clusters."""
+    """(a) P(antipodal pair at T) vs beta per N; (b) where the pairs come from (balanced or
+    unbalanced splits, with the balanced limit prediction); (c) fraction clustered; (d) mean
+    number of clusters."""
     import matplotlib.pyplot as plt
 
     from ..style import palette
 
     n_vals = ds.n_tokens.values
     colours = palette(len(n_vals))
-    fig = plt.figure(figsize=(10, 7.2))
-    gs = fig.add_gridspec(2, 2, height_ratios=[1.5, 1])
+    split_counts = "n_balanced" in ds
+    fig = plt.figure(figsize=(10, 10.5 if split_counts else 7.2))
+    gs = fig.add_gridspec(3 if split_counts else 2, 2,
+                          height_ratios=[1.5, 1.3, 1] if split_counts else [1.5, 1])
     ax = fig.add_subplot(gs[0, :])
-    axc = fig.add_subplot(gs[1, 0])
-    axk = fig.add_subplot(gs[1, 1], sharex=axc)
+    axs = fig.add_subplot(gs[1, :], sharex=ax) if split_counts else None
+    axc = fig.add_subplot(gs[-1, 0])
+    axk = fig.add_subplot(gs[-1, 1], sharex=axc)
     for colour, n in zip(colours, n_vals):
         sub = ds.sel(n_tokens=n)
         ax.fill_between(sub.beta, sub.p_antipodal_pair_low, sub.p_antipodal_pair_high,
@@ -242,22 +305,48 @@ def plot(ds):
                          alpha=0.22, lw=0)
         axc.plot(sub.beta, sub.p_clustered, "o-", ms=3, lw=1.1, color=colour)
         axk.plot(sub.beta, sub.mean_n_clusters, "o-", ms=3, lw=1.1, color=colour)
+        if axs is not None:
+            axs.plot(sub.beta, sub.p_antipodal_unbalanced, "s--", ms=3, lw=1.0, color=colour,
+                     mfc="white")
+            if int(n) % 2 == 0:
+                axs.fill_between(sub.beta, sub.p_antipodal_balanced_low,
+                                 sub.p_antipodal_balanced_high, color=colour, alpha=0.22, lw=0)
+                axs.plot(sub.beta, sub.p_antipodal_balanced, "o-", ms=3.5, lw=1.3,
+                         color=colour)
+                axs.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=7, mew=1.4,
+                         color="0.15", zorder=5)
     ax.plot(ds.beta_fine, ds.p_two_token_theory, color="0.35", ls=":", lw=1.5,
             label="N = 2, exact limit (Thm 2)")
-    ax.axvline(ds.attrs["beta_c"], color="0.5", ls="--", lw=1,
-               label=rf"$\beta_c(d)$ = {ds.attrs['beta_c']:.2f}")
+    for a in (ax,) + ((axs,) if axs is not None else ()):
+        a.axvline(ds.attrs["beta_c"], color="0.5", ls="--", lw=1,
+                  label=rf"$\beta_c(d)$ = {ds.attrs['beta_c']:.2f}" if a is ax else None)
     ax.set_ylabel(r"$P(\mathrm{at\ least\ one\ antipodal\ pair\ at\ } T)$")
     ax.set_xlabel(r"$\beta$")
     ax.set_ylim(-0.02, 1.02)
     ax.legend(ncol=3, fontsize=8.5, loc="upper left")
     ax.set_title("(a) antipodal pairs at the horizon (shaded: Wilson 95% interval)", fontsize=10)
+    if axs is not None:
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4,
+                          label="from a balanced split (even N)"),
+                   Line2D([], [], color="0.15", marker="x", ls="none", ms=7, mew=1.4,
+                          label="balanced: limit prediction from the merge (Thm 2)"),
+                   Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
+                          label="from an unbalanced split")]
+        axs.legend(handles=handles, fontsize=8.5, loc="upper left")
+        axs.set_ylim(-0.02, 1.02)
+        axs.set_ylabel("fraction of trajectories")
+        axs.set_xlabel(r"$\beta$")
+        axs.set_title("(b) antipodal pairs at T by the split the tokens merged into "
+                      "(colours as in (a))", fontsize=10)
     axc.set_ylabel(r"$P(\mathrm{clustered\ at\ } T)$")
     axc.set_xlabel(r"$\beta$")
     axc.set_ylim(max(-0.02, float(ds.p_clustered_low.min()) - 0.05), 1.02)
-    axc.set_title("(b) every pair together or antipodal", fontsize=10)
+    axc.set_title("(c) every pair together or antipodal", fontsize=10)
     axk.set_ylabel("mean number of clusters at T")
     axk.set_xlabel(r"$\beta$")
-    axk.set_title("(c) clusters = groups of tokens together", fontsize=10)
+    axk.set_title("(d) clusters = groups of tokens together", fontsize=10)
     n = int(ds.n_traj.values.max())
     fig.suptitle(f"Many tokens: d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} "
                  f"attention, L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "

@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from .. import SIMULATION_CODE_VERSION, simulate
+from .. import SIMULATION_CODE_VERSION, simulate, two_clusters
 from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ..sweep import add_fraction, run_sweep
@@ -41,7 +41,7 @@ from ._common import cell_threads, check_simulation_knobs, default_scheduler, re
 ID = "fig7"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
 #: outputs or numbers, so that cached cells of the old version are not reused.
-CELL_VERSION = "1"
+CELL_VERSION = "2"  # 2: the reduced path; persistence of merged splits and its prediction
 DESCRIPTION = "persistence: fraction of trajectories with an antipodal pair vs time, large beta"
 
 SCALES = {
@@ -83,12 +83,45 @@ def cell(*, beta, n_tokens, n_traj, L, T, times, d, attention, tol, seed):
     minority = np.minimum(k, n_tokens - k)
     n_split = np.stack([(two_groups & (minority == m)).sum(axis=0)
                         for m in range(1, n_tokens // 2 + 1)], axis=-1)
+    merged = _merged_splits(ds, anti, n_tokens, beta, d, attention, tol, np.asarray(times))
     return {"n_antipodal_pair": anti.sum(axis=0), "n_clustered": clustered.sum(axis=0),
-            "n_split": n_split,
+            "n_split": n_split, **merged,
             "sum_n_clusters": n_clusters(g, tol).sum(axis=0),
             "n_lost": (anti & ~final).sum(axis=0), "n_gained": (~anti & final).sum(axis=0),
             "n_unsettled": unsettled.sum(axis=0), "n_traj": n_traj,
             "simulate_s": float(ds.attrs["wall_time_s"]), "simulate_cpu_s": float(cpu)}
+
+
+def _merged_splits(ds, anti, n_tokens, beta, d, attention, tol, times):
+    """Per recorded time and split: how many trajectories have merged into it, how many of
+    those have an antipodal pair, and the reduction's limit prediction for that number.
+
+    A trajectory that merged into the split with minority m at time :math:`t_m`, with
+    overlap :math:`1 + Z = v_m`, counts from :math:`t_m` on; its predicted probability of
+    being antipodal at t is :math:`u(t - t_m, v_m)`, the Kolmogorov solution of the
+    two-cluster diffusion (:func:`stochastic_transformers.two_clusters.persistence_of_merged`).
+    """
+    L = ds.attrs["L"]
+    m1 = ds.merge_m1.values
+    minority = np.minimum(m1, n_tokens - m1)
+    t_merge = ds.merge_layer.values / L
+    shape = (times.size, n_tokens // 2)
+    out = {k: np.zeros(shape) for k in ("n_merged_split", "n_antipodal_merged_split",
+                                         "predicted_merged_split", "predicted_var_merged_split")}
+    for m in range(1, n_tokens // 2 + 1):
+        rows = np.flatnonzero((ds.merge_points.values == 2) & (minority == m))
+        if rows.size == 0:
+            continue
+        elapsed = times[None, :] - t_merge[rows, None]            # (n, time)
+        started = elapsed >= 0
+        u = two_clusters.persistence_of_merged(
+            np.maximum(elapsed, 0.0), ds.merge_one_plus_overlap.values[rows], beta, d, m,
+            n_tokens - m, attention=attention, tol=tol) * started
+        out["n_merged_split"][:, m - 1] = started.sum(axis=0)
+        out["n_antipodal_merged_split"][:, m - 1] = (anti[rows] & started).sum(axis=0)
+        out["predicted_merged_split"][:, m - 1] = u.sum(axis=0)
+        out["predicted_var_merged_split"][:, m - 1] = (u * (1 - u)).sum(axis=0)
+    return out
 
 
 def check_knobs(knobs):
@@ -106,6 +139,10 @@ def check_knobs(knobs):
     out["t_min"] = check_real("t_min", knobs["t_min"], 0.0, out["T"], strict_min=True)
     out["n_times"] = check_int("n_times", knobs["n_times"], 2)
     return out
+
+
+_PER_SPLIT = ("n_split", "n_merged_split", "n_antipodal_merged_split", "predicted_merged_split",
+              "predicted_var_merged_split")
 
 
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
@@ -128,7 +165,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                    code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
                    scheduler=default_scheduler(scale, scheduler), progress=progress,
                    output_dims={**{v: ("time",) for v in per_time},
-                                "n_split": ("time", "minority")},
+                                **{v: ("time", "minority") for v in _PER_SPLIT}},
                    output_coords={"time": times,
                                   "minority": list(range(1, knobs["n_tokens"] // 2 + 1))})
     return finish(ds, scale)
@@ -140,6 +177,20 @@ def finish(ds, scale):
         ds = add_fraction(ds, f"n_{name}", "n_traj", f"p_{name}")
     ds["mean_n_clusters"] = ds.sum_n_clusters / ds.n_traj
     ds = add_fraction(ds, "n_split", "n_traj", "p_split")
+    if "n_merged_split" in ds:   # results of CELL_VERSION >= 2
+        has = ds.n_merged_split > 0
+        ds["n_merged_or_one"] = ds.n_merged_split.where(has, 1)   # Wilson needs n >= 1
+        ds = add_fraction(ds, "n_antipodal_merged_split", "n_merged_or_one", "p_persist")
+        ds = ds.drop_vars("n_merged_or_one")
+        for v in ("p_persist", "p_persist_low", "p_persist_high"):
+            ds[v] = ds[v].where(has)
+        ds["p_persist_predicted"] = (ds.predicted_merged_split / ds.n_merged_split).where(has)
+        ds.p_persist_predicted.attrs["long_name"] = (
+            "limit prediction: Kolmogorov solution of the two-cluster diffusion from each merge")
+        se = np.sqrt(ds.predicted_var_merged_split)
+        ds["persist_z"] = ((ds.n_antipodal_merged_split - ds.predicted_merged_split)
+                           / se.where(se > 0))
+        ds.persist_z.attrs["long_name"] = "(observed - predicted) / SE, merged splits"
     ds.minority.attrs["long_name"] = "tokens in the smaller of the two antipodal groups"
     ds.time.attrs["long_name"] = "time t = layer / L"
     ds.attrs.update(scale=scale, figure=ID)
@@ -166,6 +217,15 @@ def cost(ds, scale="paper") -> dict:
             "per_step_us": 1e6 * per_step, "steps": steps, f"{scale}_steps": target,
             f"{scale}_cpu_h": per_step * target / 3600.0, f"{scale}_cells": cells,
             f"{scale}_cell_cpu_min": per_step * target / 60.0 / cells}
+
+
+#: Merged splits agree with the reduction when every |z| (observed - predicted, in standard
+#: errors, over the recorded times with at least :data:`PERSIST_MIN_MERGED` merged
+#: trajectories) is at most this.  The z of one split at successive times are strongly
+#: correlated; over 3 betas x 2 splits x about 40 times a correct prediction exceeds 4
+#: with probability of order 1%.
+PERSIST_Z_MAX = 4.0
+PERSIST_MIN_MERGED = 50
 
 
 def summary(ds, t_ref=None) -> dict:
@@ -206,6 +266,26 @@ def summary(ds, t_ref=None) -> dict:
             "split_final": {int(m): int(sub.n_split.values[-1, j])
                             for j, m in enumerate(ds.minority.values)},
         }
+        if "persist_z" in ds:
+            merged = {}
+            for j, m in enumerate(ds.minority.values):
+                ss = sub.isel(minority=j)
+                ok = (ss.n_merged_split.values >= PERSIST_MIN_MERGED) & np.isfinite(ss.persist_z.values)
+                z = np.abs(ss.persist_z.values[ok])
+                merged[int(m)] = {
+                    "n_merged_final": int(ss.n_merged_split.values[-1]),
+                    "p_final": float(ss.p_persist.values[-1]),
+                    "predicted_final": float(ss.p_persist_predicted.values[-1]),
+                    "z_final": float(ss.persist_z.values[-1]),
+                    "max_abs_z": float(z.max()) if z.size else float("nan"),
+                    "n_times_compared": int(z.size),
+                }
+            out["per_beta"][float(b)]["merged"] = merged
+    if "persist_z" in ds:
+        zs = [v["max_abs_z"] for row in out["per_beta"].values() for v in row["merged"].values()
+              if np.isfinite(v["max_abs_z"])]
+        out["persist_max_abs_z"] = max(zs) if zs else float("nan")
+        out["persist_agree"] = (max(zs) <= PERSIST_Z_MAX) if zs else None
     return out
 
 
@@ -240,7 +320,13 @@ def plot(ds):
     betas = ds.beta.values
     colours = palette(len(betas))
     styles = ["-", "--", ":", "-."]
-    fig, (ax, axu, axs) = plt.subplots(1, 3, figsize=(15, 4.6))
+    merged = "p_persist" in ds
+    if merged:
+        fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+        ax, axu, axs, axp = axes.ravel()
+    else:
+        fig, (ax, axu, axs) = plt.subplots(1, 3, figsize=(15, 4.6))
+        axp = None
     t = ds.time.values
     n_tok = int(ds.attrs["fixed_n_tokens"])
     for colour, b in zip(colours, betas):
@@ -256,6 +342,14 @@ def plot(ds):
             ss = sub.sel(minority=m)
             axs.fill_between(t, ss.p_split_low, ss.p_split_high, color=colour, alpha=0.15, lw=0)
             axs.plot(t, ss.p_split, styles[j % len(styles)], lw=1.4, color=colour)
+            if axp is not None:
+                # only where enough trajectories have merged for the fraction to mean much
+                shown = ss.n_merged_split >= 20
+                axp.fill_between(t, ss.p_persist_low.where(shown), ss.p_persist_high.where(shown),
+                                 color=colour, alpha=0.15, lw=0)
+                axp.plot(t, ss.p_persist.where(shown), "o", ms=2.5, color=colour)
+                axp.plot(t, ss.p_persist_predicted.where(shown), styles[j % len(styles)],
+                         lw=1.3, color=colour)
     ax.plot([], [], "-", color="0.3", lw=1.6, label="at least one antipodal pair")
     ax.plot([], [], "--", color="0.3", lw=1.0, label="clustered")
     for colour, b in zip(colours, betas):
@@ -263,7 +357,17 @@ def plot(ds):
     for j, m in enumerate(ds.minority.values):
         axs.plot([], [], styles[j % len(styles)], color="0.3", lw=1.4,
                  label=f"{m} vs {n_tok - m} tokens")
-    for a in (ax, axu, axs):
+    if axp is not None:
+        axp.plot([], [], "o", ms=3, color="0.3", label="simulation (merged by t)")
+        for j, m in enumerate(ds.minority.values):
+            axp.plot([], [], styles[j % len(styles)], color="0.3", lw=1.3,
+                     label=f"{m} vs {n_tok - m}: limit prediction")
+        axp.set_ylim(-0.02, 1.02)
+        axp.set_ylabel("fraction antipodal, of those merged into the split")
+        axp.set_title("(d) merged splits: simulation vs the two-cluster diffusion\n"
+                      "(times with at least 20 merged trajectories)", fontsize=10)
+        axp.legend(fontsize=8, loc="lower left")
+    for a in (ax, axu, axs) + ((axp,) if axp is not None else ()):
         a.set_xscale("log")
         a.set_xlabel(r"time $t$ (= layer / L)")
         a.set_xlim(t[0], t[-1])

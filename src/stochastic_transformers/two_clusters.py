@@ -1,0 +1,346 @@
+r"""Two clusters of tokens: the companion's reduction of clustered N-token configurations.
+
+This module is ours, not the paper's (book chapter "Many tokens", section "Two clusters,
+exactly").  Tokens at one point receive the same update, so a configuration with
+:math:`m_1` tokens at :math:`y_1` and :math:`m_2 = N - m_1` at :math:`y_2` stays a
+two-point configuration, and in the limit of Theorem 1 its overlap
+:math:`Z = \langle y_1, y_2\rangle` is a closed diffusion
+:math:`dZ = \mu(Z)\,dt + s(Z)\,dB` (:func:`stochastic_transformers.theory.two_cluster_coefficients`
+defines :math:`\mu` and :math:`s^2`).  Here:
+
+* :func:`antipodal_coefficients`: the same coefficients as functions of
+  :math:`v = 1 + Z`, written so that they keep their relative precision as
+  :math:`v \to 0` (an unbalanced split hovers at :math:`v` of order
+  :math:`(\alpha_1-\alpha_2)^2`, which is :math:`10^{-9}` and below at large
+  :math:`\beta`);
+* :func:`boundaries`: which of :math:`\pm 1` attract, for every split;
+* :func:`hovering_scale` and :func:`hovering_depth`: the depth at which an unbalanced
+  antipodal split hovers;
+* :func:`antipodal_persistence`: :math:`P(1 + Z_t \le \mathrm{tol} \mid Z_0)`, from the backward
+  Kolmogorov equation of the reduced diffusion (the limit curve for the persistence of
+  a split).
+
+At :math:`Z = -1` the fields are :math:`A_1 = \alpha_1 y_1`, :math:`A_2 = \alpha_2 y_2` with
+:math:`\alpha_k = p_k - q_k`; :math:`\mu(-1) = \sigma^2 (d-1)(\alpha_1-\alpha_2)^2/2` and
+:math:`s^2 \sim 2\sigma^2(\alpha_1-\alpha_2)^2\,v`.  A balanced split has
+:math:`\alpha_1 = \alpha_2` and is the two-token diffusion of Lemma 4 exactly.  An
+unbalanced one has :math:`\alpha_1 \ne \alpha_2`: near -1, :math:`v` is locally a squared
+Bessel process of dimension :math:`d - 1` (:math:`dQ = \delta c\,dt + 2\sqrt{cQ}\,dB`
+with :math:`c = \sigma^2(\alpha_1-\alpha_2)^2/2`, :math:`\delta = d-1`), which never reaches
+0 when :math:`d \ge 3`: -1 is not attracting.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import theory
+from ._validation import check_choice, check_int, check_real
+
+ATTENTIONS = theory.ATTENTIONS
+
+
+def _check_split(beta, d, m1, m2, attention, sigma):
+    beta = check_real("beta", beta, 0.0, 700.0)
+    d = check_int("d", d, 2)
+    m1 = check_int("m1", m1, 1)
+    m2 = check_int("m2", m2, 1)
+    attention = check_choice("attention", attention, ATTENTIONS)
+    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    return beta, d, m1, m2, attention, sigma
+
+
+def _weights_v(v, beta, m1, m2, attention):
+    r"""``(alpha1, alpha2, P, Q, alpha1 - alpha2)`` at :math:`v = 1 + z`, in closed forms.
+
+    :math:`\alpha_k = p_k - q_k`, :math:`P = p_1p_2 + q_1q_2`, :math:`Q = p_1q_1 + p_2q_2`.
+    Softmax with :math:`r = e^{\beta(z-1)} = e^{-2\beta}e^{\beta v}`:
+    :math:`\alpha_1 - \alpha_2 = 2r(m_1^2-m_2^2)/((m_1+m_2r)(m_2+m_1r))`; unnormalised:
+    :math:`\alpha_1 - \alpha_2 = (m_1 - m_2)(e^\beta + e^{\beta z})/N`.
+    """
+    if attention == "softmax":
+        r = np.exp(beta * (v - 2.0))
+        den1, den2 = m1 + m2 * r, m2 + m1 * r
+        p1, q1 = m1 / den1, m2 * r / den1
+        p2, q2 = m2 / den2, m1 * r / den2
+        gap = 2.0 * r * (m1 * m1 - m2 * m2) / (den1 * den2)
+    else:
+        n = m1 + m2
+        eb, ez = math.exp(beta), np.exp(beta * (v - 1.0))
+        p1, q1, p2, q2 = m1 * eb / n, m2 * ez / n, m2 * eb / n, m1 * ez / n
+        gap = (m1 - m2) * (eb + ez) / n
+    return p1 - q1, p2 - q2, p1 * p2 + q1 * q2, p1 * q1 + p2 * q2, gap
+
+
+def antipodal_coefficients(v, beta, d, m1, m2, *, attention="softmax", sigma=1.0):
+    r"""Drift and squared diffusion of the two-cluster overlap at :math:`Z = -1 + v`.
+
+    The same functions as :func:`theory.two_cluster_coefficients`, regrouped so that the
+    terms that survive at :math:`v = 0` are exact squares of :math:`\alpha_1 - \alpha_2`
+    and every other term carries a factor :math:`v`:
+
+    .. math::
+
+        \mu = \sigma^2\Bigl[\tfrac{d-1}{2}(\alpha_1-\alpha_2)^2 + v\bigl(
+              -\tfrac{d-1}{2}(\alpha_1^2+\alpha_2^2) + (d-1)Q(1-v) + P(d-1-2v+v^2)
+              + \alpha_1\alpha_2(2-v)\bigr)\Bigr],
+
+        s^2 = \sigma^2 v(2-v)\bigl[(\alpha_1-\alpha_2)^2 + 2v(\alpha_1\alpha_2 + Q + (1-v)P)\bigr].
+
+    Parameters
+    ----------
+    v : float or array in [0, 2]
+        :math:`1 + Z`.
+    beta, d, m1, m2, attention, sigma : as in :func:`theory.two_cluster_coefficients`.
+    """
+    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    v, scalar = theory._real_array("v", v, 0.0, 2.0)
+    a1, a2, P, Q, gap = _weights_v(v, beta, m1, m2, attention)
+    drift = sigma**2 * (0.5 * (d - 1) * gap * gap
+                        + v * (-0.5 * (d - 1) * (a1 * a1 + a2 * a2) + (d - 1) * Q * (1.0 - v)
+                               + P * (d - 1 - 2.0 * v + v * v) + a1 * a2 * (2.0 - v)))
+    diff2 = sigma**2 * v * (2.0 - v) * (gap * gap + 2.0 * v * (a1 * a2 + Q + (1.0 - v) * P))
+    return theory._out(drift, scalar), theory._out(diff2, scalar)
+
+
+def hovering_scale(beta, m1, m2, *, attention="softmax"):
+    r""":math:`(\alpha_1 - \alpha_2)^2` at :math:`Z = -1`: the scale of the hovering depth.
+
+    Softmax: :math:`\alpha_1 - \alpha_2 = 2e^{-2\beta}(m_1^2-m_2^2)/((m_1+m_2e^{-2\beta})(m_2+m_1e^{-2\beta}))
+    \approx 2e^{-2\beta}(m_1/m_2 - m_2/m_1)`; unnormalised:
+    :math:`2(m_1-m_2)\cosh(\beta)/N`.  Zero exactly for a balanced split.
+    """
+    beta = check_real("beta", beta, 0.0, 700.0)
+    m1, m2 = check_int("m1", m1, 1), check_int("m2", m2, 1)
+    attention = check_choice("attention", attention, ATTENTIONS)
+    gap = _weights_v(np.asarray(0.0), beta, m1, m2, attention)[4]
+    return float(gap * gap)
+
+
+def _log_ratio_exponent(lam_drift, lam_diff2):
+    """Lyapunov exponent of log(distance to a pole): drift/dist - diff2/(2 dist^2) in the limit."""
+    return lam_drift - 0.5 * lam_diff2
+
+
+def boundaries(beta, d, m1, m2, *, attention="softmax", sigma=1.0):
+    r"""How the two-cluster overlap behaves at :math:`\pm 1`.
+
+    Near +1 (the points merge) and, for a balanced split, near -1 the distance
+    :math:`w` to the pole is locally a geometric Brownian motion; the pole attracts iff the
+    Lyapunov exponent :math:`\lim (\mu_w/w - s^2/(2w^2))` of :math:`\log w` is negative.
+    For an unbalanced split the drift at -1 is positive and :math:`1 + Z` is locally a
+    squared Bessel process of dimension :math:`d - 1`: never reached for :math:`d \ge 3`,
+    reached and instantly left for :math:`d = 2`; never attracting.
+
+    Returns
+    -------
+    dict
+        ``single`` and ``antipodal``: ``"attracting"``, ``"repelling"`` or, for an
+        unbalanced split at -1, ``"entrance (squared Bessel, dimension d - 1)"`` (d >= 3)
+        or ``"reflecting (squared Bessel, dimension 1)"`` (d = 2);
+        ``single_exponent``, ``antipodal_exponent`` (the Lyapunov exponents, NaN at an
+        unbalanced -1), ``balanced``, ``hovering_scale`` (:func:`hovering_scale`) and
+        ``bessel_dimension`` (d - 1 for an unbalanced split, else None).
+    """
+    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    w = 1e-7
+    mu, s2 = theory.two_cluster_coefficients(1.0 - w, beta, d, m1, m2, attention=attention,
+                                             sigma=sigma)
+    single = _log_ratio_exponent(-mu / w, s2 / w**2)
+    out = {"balanced": m1 == m2, "single_exponent": single,
+           "single": "attracting" if single < 0 else "repelling",
+           "hovering_scale": hovering_scale(beta, m1, m2, attention=attention)}
+    if m1 == m2:
+        mu, s2 = antipodal_coefficients(w, beta, d, m1, m2, attention=attention, sigma=sigma)
+        anti = _log_ratio_exponent(mu / w, s2 / w**2)
+        out.update(antipodal_exponent=anti, bessel_dimension=None,
+                   antipodal="attracting" if anti < 0 else "repelling")
+    else:
+        out.update(antipodal_exponent=float("nan"), bessel_dimension=d - 1,
+                   antipodal=("entrance (squared Bessel, dimension d - 1)" if d >= 3
+                              else "reflecting (squared Bessel, dimension 1)"))
+    return out
+
+
+def _log_speed_density(y, beta, d, m1, m2, attention, sigma):
+    r"""Log of the speed density of :math:`y = \log(1 + Z)` on the grid ``y`` (up to a constant).
+
+    :math:`m(v)\,dv \propto e^{\int 2\mu/s^2\,dv}/s^2\,dv`, and :math:`dv = v\,dy`.
+    """
+    v = np.exp(y)
+    mu, s2 = antipodal_coefficients(v, beta, d, m1, m2, attention=attention, sigma=sigma)
+    integrand = 2.0 * mu / s2 * v  # d/dy of the exponent
+    expo = np.concatenate([[0.0], np.cumsum(0.5 * (integrand[1:] + integrand[:-1]) * np.diff(y))])
+    return expo - np.log(s2) + y
+
+
+def hovering_depth(beta, d, m1, m2, *, attention="softmax", tol=1e-3, quantiles=(0.5,)):
+    r"""Quantiles of :math:`1 + Z` for an unbalanced split hovering below ``-1 + tol``.
+
+    The reduced diffusion's speed measure restricted to :math:`(-1, -1+\mathrm{tol}]` is its
+    stationary law there if the top were reflecting; while the split stays antipodal
+    (escapes are rare when they are slow) the overlap is distributed like it.  Near
+    -1, with :math:`Q = v/(\alpha_1-\alpha_2)^2`, the coefficients do not depend on
+    :math:`\alpha_1 - \alpha_2` at leading order, so the depth is proportional to
+    :func:`hovering_scale` as it goes to 0.  Computed by quadrature on a uniform grid in
+    :math:`\log v` (2,000 points a decade of... see the code: step 0.005 in log v).
+    """
+    beta, d, m1, m2, attention, _ = _check_split(beta, d, m1, m2, attention, 1.0)
+    if m1 == m2:
+        raise ValueError("a balanced split (m1 == m2) does not hover: it is the two-token "
+                         "diffusion, attracted to -1 when beta > beta_c(d)")
+    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    scale = hovering_scale(beta, m1, m2, attention=attention)
+    if scale == 0.0:
+        raise ValueError(f"(alpha1 - alpha2)^2 underflows at beta={beta}: the split hovers "
+                         "below the smallest double")
+    y_lo = math.log(scale) - 40.0
+    y = np.arange(y_lo, math.log(tol) + 1e-12, 0.005)
+    log_m = _log_speed_density(y, beta, d, m1, m2, attention, 1.0)
+    w = np.exp(log_m - log_m.max())
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(y))])
+    cdf /= cdf[-1]
+    return np.exp(np.interp(np.asarray(quantiles, dtype=float), cdf, y))
+
+
+def _generator_y(y, beta, d, m1, m2, attention, sigma):
+    r"""Second-order finite-difference generator of :math:`y = \log(1+Z)`, 5-band storage.
+
+    :math:`\mathcal L u = (\mu/v - s^2/2v^2)\,u_y + \tfrac12 (s^2/v^2)\,u_{yy}`; reflecting
+    (zero-flux) at the bottom end, where the process does not go, Dirichlet (u frozen) at
+    the top end next to +1 (merged points never separate).
+    """
+    n = len(y)
+    h = y[1] - y[0]
+    v = np.exp(y)
+    mu, s2 = antipodal_coefficients(v, beta, d, m1, m2, attention=attention, sigma=sigma)
+    drift = mu / v - 0.5 * s2 / v**2
+    half = 0.5 * s2 / v**2
+    lower = half / h**2 - drift / (2 * h)
+    upper = half / h**2 + drift / (2 * h)
+    diag = -2.0 * half / h**2
+    lower[0], upper[0] = 0.0, 2.0 * half[0] / h**2   # ghost point u_{-1} = u_1
+    lower[-1] = upper[-1] = diag[-1] = 0.0
+    ab = np.zeros((5, n))
+    ab[1, 1:] = upper[:-1]   # entry (i, i + 1)
+    ab[2] = diag
+    ab[3, :-1] = lower[1:]   # entry (i, i - 1)
+    return ab
+
+
+def _check_persistence_args(beta, d, m1, m2, attention, sigma, tol, h, t):
+    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    h = check_real("h", h, 0.0, 0.5, strict_min=True)
+    ts = np.atleast_1d(np.asarray(t, dtype=float))
+    if ts.ndim != 1 or not np.all(np.isfinite(ts)) or np.any(ts <= 0):
+        raise ValueError("t must be a positive scalar or 1-D array")
+    return beta, d, m1, m2, attention, sigma, tol, h, ts
+
+
+def _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, h, v_min):
+    """u(t_k, y_i) on the grid of step ``h`` in y = log(1 + Z); returns (y, u (n_y, n_t))."""
+    from .sde import _propagate
+
+    scale = hovering_scale(beta, m1, m2, attention=attention)
+    v_lo = min(1e-6 * scale if scale > 0 else 1e-30, 1e-6 * tol, 1e-3 * v_min)
+    v_lo = max(v_lo, 1e-290)
+    y_hi = math.log(2.0 - 1e-8)
+    n = int(math.ceil((y_hi - math.log(v_lo)) / h)) + 1
+    y = np.linspace(math.log(v_lo), y_hi, n)
+    dy = y[1] - y[0]
+    u0 = np.clip((math.log(tol) - (y - 0.5 * dy)) / dy, 0.0, 1.0)  # cell averages
+    u0[-1] = 0.0
+    order = np.argsort(ts)
+    u = _propagate(_generator_y(y, beta, d, m1, m2, attention, sigma), u0, ts[order], 1e-7)
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    return y, np.clip(u[:, inv], 0.0, 1.0)
+
+
+def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax", sigma=1.0,
+                          tol=1e-3, h=0.02):
+    r""":math:`P(1 + Z_t \le \mathrm{tol} \mid 1 + Z_0 = v_0)` for the two-cluster overlap.
+
+    Solves the backward Kolmogorov equation :math:`u_t = \mathcal L u`,
+    :math:`u(0, v) = 1\{v \le \mathrm{tol}\}` in :math:`y = \log v` on
+    :math:`[\log v_{lo}, \log(2 - 10^{-8})]` (:math:`v_{lo}` far below both the hovering
+    scale and ``tol``; reflecting there, absorbing at the top), with second-order
+    differences (the indicator cell-averaged) and the L-stable order-7 Pade steps of
+    :mod:`stochastic_transformers.sde`.  The grid is refined once (``h``, ``h/2``) and the
+    finer answer is returned with the difference as its error estimate.
+
+    Parameters
+    ----------
+    t : float or 1-D array, > 0
+    one_plus_z0 : float or 1-D array in (0, 2)
+        Starting :math:`1 + Z_0` (given as such, so that it keeps its precision near -1).
+    beta, d, m1, m2, attention, sigma : the split and the model.
+    tol : float in (0, 1)
+    h : float, grid step in :math:`\log(1+Z)`.
+
+    Returns
+    -------
+    value, error : arrays of shape (len(t), len(one_plus_z0)) (floats for scalar input)
+    """
+    from scipy import interpolate
+
+    beta, d, m1, m2, attention, sigma, tol, h, ts = _check_persistence_args(
+        beta, d, m1, m2, attention, sigma, tol, h, t)
+    v0 = np.atleast_1d(np.asarray(one_plus_z0, dtype=float))
+    if v0.ndim != 1 or not np.all(np.isfinite(v0)) or np.any(v0 <= 0) or np.any(v0 >= 2):
+        raise ValueError("one_plus_z0 must be a scalar or 1-D array in the open interval (0, 2)")
+    results = []
+    for step in (h, h / 2):
+        y, u = _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, step,
+                                 float(v0.min()))
+        vals = np.stack([interpolate.CubicSpline(y, u[:, j])(np.log(v0))
+                         for j in range(len(ts))])
+        results.append(np.clip(vals, 0.0, 1.0))
+    value, error = results[1], np.abs(results[1] - results[0])
+    if np.ndim(t) == 0 and np.ndim(one_plus_z0) == 0:
+        return float(value[0, 0]), float(error[0, 0])
+    return value, error
+
+
+def persistence_of_merged(elapsed, one_plus_z_merge, beta, d, m1, m2, *, attention="softmax",
+                          sigma=1.0, tol=1e-3, h=0.01, n_table=160):
+    r"""Limit probability that each split is antipodal ``elapsed`` after its merge.
+
+    For trajectories that merged into the split (m1, m2) with :math:`1 + Z` =
+    ``one_plus_z_merge`` (shape (n,)), returns :math:`u(\tau, v)` at every
+    ``elapsed`` :math:`\tau \ge 0` (shape (n, k)): the Kolmogorov solution of
+    :func:`antipodal_persistence` tabulated once at ``n_table`` log-spaced times
+    (linear in :math:`\log\tau` between them, the indicator at :math:`\tau = 0`) and
+    interpolated linearly in :math:`\log(1 + Z)` on a grid of step ``h``.
+    """
+    beta, d, m1, m2, attention, sigma, tol, h, _ = _check_persistence_args(
+        beta, d, m1, m2, attention, sigma, tol, h, 1.0)
+    tau = np.asarray(elapsed, dtype=float)
+    v = np.asarray(one_plus_z_merge, dtype=float)
+    if v.ndim != 1 or tau.shape[:1] != v.shape or tau.ndim != 2:
+        raise ValueError("elapsed must have shape (n, k) and one_plus_z_merge shape (n,)")
+    if v.size == 0:
+        return np.zeros(tau.shape)
+    if np.any(~np.isfinite(v)) or np.any(v <= 0) or np.any(v > 2):
+        raise ValueError("one_plus_z_merge must lie in (0, 2]")
+    if np.any(~np.isfinite(tau)) or np.any(tau < 0):
+        raise ValueError("elapsed must be finite and >= 0")
+    t_max = max(float(tau.max()), 1e-3)
+    table_t = np.geomspace(min(1e-3, t_max), t_max, n_table)
+    y, u = _persistence_grid(table_t, beta, d, m1, m2, attention, sigma, tol, h,
+                             float(min(v.min(), tol)))
+    log_v = np.clip(np.log(np.minimum(v, 2.0 - 1e-8)), y[0], y[-1])
+    # u at each trajectory's starting point, at every table time: (n, n_table)
+    at_start = np.stack([np.interp(log_v, y, u[:, j]) for j in range(n_table)], axis=1)
+    out = np.empty(tau.shape)
+    log_table = np.log(table_t)
+    for i in range(v.size):
+        positive = tau[i] > 0
+        out[i, ~positive] = float(v[i] <= tol)
+        if np.any(positive):
+            out[i, positive] = np.interp(np.log(np.maximum(tau[i, positive], table_t[0])),
+                                         log_table, at_start[i])
+    return out
