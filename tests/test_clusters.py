@@ -207,3 +207,21 @@ def test_reduced_path_same_bits_whatever_threads_and_slicing():
 def test_bad_two_point_requests_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         simulate(3, 4, 1.0, n_traj=2, L=2, T=1.0, **kwargs)
+
+
+@pytest.mark.parametrize("n_tokens, beta, attention", [(4, 3.0, "softmax"), (3, 1.0, "unnormalized"),
+                                                       (5, 5.0, "softmax")])
+def test_merging_coinciding_tokens_changes_no_outcome(n_tokens, beta, attention):
+    """``snap`` is the literal map with merged tokens made to coincide exactly: with the same
+    random numbers, its classification at T differs from the literal map's only through
+    the merge.  Allowed: at most 1 trajectory in 300 (with tokens 1e-8 apart, the chance
+    that the merge matters is far smaller; the slack covers a borderline overlap)."""
+    from stochastic_transformers.classification import has_antipodal_pair, is_clustered
+
+    kw = dict(n_traj=300, L=50, T=60.0, attention=attention, seed=9)
+    full = simulate(n_tokens, 4, beta, method="literal", **kw)
+    snap = simulate(n_tokens, 4, beta, method="snap", **kw)
+    assert np.sum(snap.merge_layer.values >= 0) > 100, "too few merges: the test checks little"
+    for classify in (has_antipodal_pair, is_clustered):
+        a, b = classify(full.gram.values), classify(snap.gram.values)
+        assert np.sum(a != b) <= 1, classify.__name__

@@ -229,9 +229,28 @@ def test_fig6_compute_smoke():
     assert set(s["per_n"]) == set(sc["n_tokens"])
     c = fig6.cost(ds)
     assert c["per_step_us"] > 0 and c["paper_cpu_h"] > 0
+    # the reduction's bookkeeping: every merged trajectory is counted once
+    merged = ds.n_merged_one + ds.n_balanced + ds.n_unbalanced
+    assert np.all(merged <= ds.n_traj) and np.all(merged.sel(beta=0.0) > 0)
+    assert np.all(ds.n_antipodal_balanced <= ds.n_balanced)
+    assert np.all(ds.n_antipodal_unbalanced <= ds.n_unbalanced)
+    assert np.all(ds.n_antipodal_balanced + ds.n_antipodal_unbalanced <= ds.n_antipodal_pair)
+    assert np.all(ds.n_balanced.sel(n_tokens=[n for n in sc["n_tokens"] if n % 2]) == 0)
+    assert np.all(ds.predicted_antipodal_balanced <= ds.n_balanced + 1e-9)
+    assert s["odd_all_unbalanced"] and s["balanced_agree"] is None  # smoke: odd N only
     fig = fig6.plot(ds)
-    assert len(fig.axes) == 3
+    assert len(fig.axes) == 4
     plt.close(fig)
+
+
+def test_fig6_balanced_splits_agree_with_their_limit_prediction():
+    """N = 4 at beta = 3: the balanced merges end antipodal as Theorem 2 predicts from the
+    overlap at the merge (T = 50: a few of those near the boundary may still move)."""
+    ds = fig6.compute("smoke", progress=False, n_tokens=(4,), betas=(3.0,), n_traj=300, L=50,
+                      T=50.0)
+    s = fig6.summary(ds)
+    assert int(ds.n_balanced.sum()) > 30
+    assert s["balanced_agree"], s["per_n"][4]
 
 
 @pytest.mark.parametrize("knob, value", [("n_tokens", (1, 3)), ("betas", (-0.5,)),
@@ -281,8 +300,13 @@ def test_fig7_compute_smoke():
     _check_fraction(ds, "p_split")
     s = fig7.summary(ds)
     assert set(s["per_beta"]) == set(sc["betas"])
+    # merged splits: counts grow with time, antipodal ones and predictions stay within them
+    assert np.all(ds.n_merged_split.diff("time") >= 0)
+    assert np.all(ds.n_antipodal_merged_split <= ds.n_merged_split)
+    assert np.all((ds.predicted_merged_split >= 0)
+                  & (ds.predicted_merged_split <= ds.n_merged_split + 1e-9))
     fig = fig7.plot(ds)
-    assert len(fig.axes) == 3
+    assert len(fig.axes) == 4
     plt.close(fig)
 
 
@@ -292,3 +316,36 @@ def test_fig7_compute_smoke():
 def test_fig7_invalid_knobs(knob, value):
     with pytest.raises(ValueError, match=knob):
         fig7.compute("smoke", progress=False, **{knob: value})
+
+
+# ----------------------------------------------------------------------------- clusters
+
+def test_clusters_compute_smoke():
+    from stochastic_transformers.figures import clusters
+
+    ds = clusters.compute("smoke", progress=False)
+    sc = clusters.SCALES["smoke"]
+    assert set(ds.split.values) == set(sc["splits"])
+    assert set(ds.attention.values) == {"softmax", "unnormalized"}
+    _check_fraction(ds.sel(attention="softmax"), "p_antipodal")
+    assert np.all((ds.p_predicted >= 0) & (ds.p_predicted <= 1) | np.isnan(ds.p_predicted))
+    s = clusters.summary(ds)
+    assert s["persist_agree"] and s["unbalanced_leave"]
+    assert len(s["cells"]) == len(sc["splits"]) * (len(sc["betas_softmax"])
+                                                   + len(sc["betas_unnormalized"]))
+    # a balanced split is two tokens: Theorem 2's limit is in [0, 1] for each
+    assert all(0 <= p <= 1 for p in s["balanced_limit"].values())
+    fig = clusters.plot(ds)
+    assert len(fig.axes) == 4
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("knob, value", [("splits", ("1,0",)), ("splits", ("12",)),
+                                         ("splits", ()), ("betas_softmax", (-1.0,)),
+                                         ("betas_unnormalized", (9.0,)), ("one_plus_z0", 0.5),
+                                         ("n_traj", 0), ("T", -1.0)])
+def test_clusters_invalid_knobs(knob, value):
+    from stochastic_transformers.figures import clusters
+
+    with pytest.raises(ValueError, match=knob):
+        clusters.compute("smoke", progress=False, **{knob: value})

@@ -32,6 +32,7 @@ REGISTRY: dict[str, str] = {
     "fig4": "fig4",
     "fig6": "fig6",
     "fig7": "fig7",
+    "clusters": "clusters",
     "fig8": "fig8",
     "fig9": "fig9",
     "thm1": "thm1",

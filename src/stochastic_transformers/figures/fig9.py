@@ -45,7 +45,7 @@ import numpy as np
 from .. import simulate
 from .._validation import check_choice, check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from ..simulate import ATTENTIONS
+from ..simulate import ATTENTIONS, full_method
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, resolve_scale
 from .fig8 import log_time_grid
@@ -149,8 +149,10 @@ def cell(*, beta, block, block_size, n_tokens, d, L, T, n_times, attention, tol,
     x0 = initial_tokens(seed, block_size, n_tokens, d)
     out = {"gap": [], "n_clusters": [], "clustered": [], "antipodal_pair": []}
     for model in MODELS:
+        # The stochastic model runs the full N-token map at every layer (not the reduced
+        # path): the clustering gap this figure measures goes below the merge threshold.
         kwargs = (dict(model="hybrid", epsilon=0.0) if model == "deterministic"
-                  else dict(model="stochastic"))
+                  else dict(model="stochastic", method=full_method(n_tokens, d)))
         ds = simulate(n_tokens, d, beta, n_traj=block_size, L=L, T=T, attention=attention,
                       seed=seed, times=times, x0=x0, n_threads=cell_threads(), **kwargs)
         g = ds.gram_t.values  # (member, time, N, N)

@@ -1,0 +1,322 @@
+r"""Two clusters, exactly: antipodal splits of N tokens against the two-cluster diffusion.
+
+This page is the companion's, not the paper's.  It starts from exact two-point
+configurations, :math:`m_1` tokens at :math:`y_1` and :math:`m_2` at :math:`y_2` with
+:math:`1 + \langle y_1, y_2\rangle = v_0` (just inside the antipodal tolerance), and runs
+them on the weighted two-cluster chain (``simulate(..., split=(m1, m2))``), exact for
+such configurations (tests/test_clusters.py checks it against the full N-token map).
+Two things are measured against the reduction's limit theory
+(:mod:`stochastic_transformers.two_clusters`):
+
+* the fraction still antipodal (:math:`1 + Z_t \le \mathrm{tol}`) against time, with
+  the Kolmogorov solution of the reduced diffusion drawn over it: balanced splits stay
+  when :math:`\beta > \beta_c(d)` (they are two tokens), unbalanced ones break up,
+  at once with unnormalised attention and slowly with softmax at large :math:`\beta`;
+* the depth at which unbalanced splits hover, the median of :math:`1 + Z` among the
+  trajectories still antipodal at T, against :math:`(\alpha_1-\alpha_2)^2` on log-log
+  axes, with the speed-measure median of :func:`two_clusters.hovering_depth`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import SIMULATION_CODE_VERSION, simulate, theory, two_clusters
+from .._validation import check_choice, check_int, check_real
+from ..sweep import add_fraction, run_sweep
+from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
+from .fig7 import time_grid
+
+ID = "clusters"
+CELL_VERSION = "1"
+DESCRIPTION = "exact two-point splits of N tokens: persistence and hovering vs the two-cluster diffusion"
+
+SPLITS = ("1,1", "2,2", "1,2", "1,3", "2,3")
+ATTENTIONS = ("softmax", "unnormalized")
+SCALES = {
+    "smoke": dict(splits=("1,1", "1,2", "1,3"), betas_softmax=(2.0, 4.0),
+                  betas_unnormalized=(1.0,), n_traj=200, L=20, T=5.0, t_min=0.05, n_times=8,
+                  one_plus_z0=1e-4, d=4, tol=1e-3, seed=0),
+    "quick": dict(splits=SPLITS, betas_softmax=(1.0, 2.0, 3.0, 4.0, 5.0),
+                  betas_unnormalized=(0.5, 1.0, 2.0), n_traj=2000, L=100, T=50.0,
+                  t_min=0.01, n_times=30, one_plus_z0=1e-4, d=4, tol=1e-3, seed=0),
+    "paper": dict(splits=SPLITS, betas_softmax=(1.0, 2.0, 3.0, 4.0, 5.0),
+                  betas_unnormalized=(0.5, 1.0, 2.0), n_traj=20_000, L=100, T=50.0,
+                  t_min=0.01, n_times=30, one_plus_z0=1e-4, d=4, tol=1e-3, seed=0),
+}
+
+#: Persistence agrees with the Kolmogorov prediction when every |z| is at most this
+#: (z = observed minus predicted count over its binomial SE, at recorded times where the
+#: prediction is strictly between 1e-3 and 1 - 1e-3).  Successive times of one cell are
+#: strongly correlated; over about 40 cells a correct prediction exceeds 4 rarely (of
+#: order 1%).  The limit neglects the O(1/sqrt L) discretisation of the chain.
+PERSIST_Z_MAX = 4.0
+#: Hovering depths agree with the speed-measure median when every ratio is within this
+#: factor of 1 (the median of a few hundred hovering trajectories has a relative SE of
+#: a few percent; the quasi-stationary law is the speed measure only approximately).
+DEPTH_RATIO_TOL = 0.25
+#: Depths are compared only where at least this many trajectories are still antipodal at T.
+DEPTH_MIN_COUNT = 50
+
+
+def _parse_split(text):
+    m1, m2 = (int(p) for p in str(text).split(","))
+    return m1, m2
+
+
+def cell(*, split, attention, beta_index, betas_softmax, betas_unnormalized, n_traj, L, T,
+         times, one_plus_z0, d, tol, seed):
+    """One (split, attention, beta): counts over time of trajectories still antipodal, and the
+    median depth :math:`1 + Z` among them."""
+    m1, m2 = _parse_split(split)
+    betas = betas_softmax if attention == "softmax" else betas_unnormalized
+    beta = float(betas[beta_index])
+    cpu0 = time.process_time()
+    ds = simulate(m1 + m2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
+                  split=(m1, m2), z0=-1.0 + one_plus_z0, times=times, tol=tol,
+                  n_threads=cell_threads())
+    cpu = time.process_time() - cpu0
+    depth = ds.one_plus_overlap_t.values                # (trajectory, time)
+    anti = depth <= tol
+    log_depth = np.where(anti, np.log(np.maximum(depth, 1e-300)), np.nan)
+    counts = anti.sum(axis=0)
+    median = np.zeros(counts.shape)
+    for k in np.flatnonzero(counts):
+        median[k] = float(np.exp(np.nanmedian(log_depth[:, k])))
+    return {"n_antipodal": counts, "median_depth": median, "n_traj": n_traj, "beta": beta,
+            "simulate_cpu_s": float(cpu)}
+
+
+def check_knobs(knobs):
+    """Validate the knobs of :data:`SCALES` (after overrides); raise ValueError naming one."""
+    out = dict(knobs)
+    splits = knobs["splits"]
+    if isinstance(splits, (str, bytes)) or not hasattr(splits, "__len__") or not splits:
+        raise ValueError(f"splits must be a non-empty sequence like ('1,2', '2,2'); got {splits!r}")
+    for text in splits:
+        try:
+            m1, m2 = _parse_split(text)
+        except ValueError:
+            raise ValueError(f"splits must hold 'm1,m2' strings of two positive integers; got "
+                             f"{text!r}") from None
+        check_int("splits (m1)", m1, 1)
+        check_int("splits (m2)", m2, 1)
+    for att in ATTENTIONS:
+        name = f"betas_{att}"
+        vals = knobs[name]
+        if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__") or len(vals) == 0:
+            raise ValueError(f"{name} must be a non-empty sequence; got {vals!r}")
+        out[name] = [check_real(name, b, 0.0, 50.0 if att == "softmax" else 5.0) for b in vals]
+    out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
+    out.update(check_simulation_knobs({**knobs, "attention": "softmax"}))
+    out["t_min"] = check_real("t_min", knobs["t_min"], 0.0, out["T"], strict_min=True)
+    out["n_times"] = check_int("n_times", knobs["n_times"], 2)
+    out["one_plus_z0"] = check_real("one_plus_z0", knobs["one_plus_z0"], 0.0, out["tol"],
+                                    strict_min=True)
+    return out
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run every (attention, split, beta) cell; return the dataset with the predictions.
+
+    Dimensions ``attention``, ``split``, ``beta_index`` (the betas differ by attention:
+    coordinate ``beta(attention, beta_index)``, NaN where an attention has fewer betas)
+    and ``time``.
+    """
+    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
+    times = time_grid(knobs["t_min"], knobs["T"], knobs["n_times"], knobs["L"])
+    n_beta = max(len(knobs["betas_softmax"]), len(knobs["betas_unnormalized"]))
+    fixed = {k: knobs[k] for k in ("betas_softmax", "betas_unnormalized", "n_traj", "L", "T",
+                                   "one_plus_z0", "d", "tol")}
+    fixed["times"] = times
+    parts = []
+    import xarray as xr
+
+    for att in ATTENTIONS:
+        k = len(knobs[f"betas_{att}"])
+        part = run_sweep(cell, {"attention": [att], "split": list(knobs["splits"]),
+                                "beta_index": list(range(k))},
+                         fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}-{att}",
+                         cache_dir=cache_dir,
+                         code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
+                         scheduler=default_scheduler(scale, scheduler), progress=progress,
+                         output_dims={"n_antipodal": ("time",), "median_depth": ("time",)},
+                         output_coords={"time": times})
+        parts.append(part.reindex(beta_index=range(n_beta)))
+    ds = xr.concat(parts, dim="attention", combine_attrs="override")
+    for name in ("wall_time_s", "cell_time_s"):
+        if name in ds.attrs:
+            ds.attrs[name] = float(sum(p.attrs.get(name, 0.0) for p in parts))
+    return finish(ds, scale)
+
+
+def finish(ds, scale):
+    """Fractions, bands, the Kolmogorov predictions, z-scores and the hovering theory."""
+    valid = ds.n_traj > 0
+    ds["n_traj_or_one"] = ds.n_traj.where(valid, 1)
+    ds["n_antipodal"] = ds.n_antipodal.where(valid, 0)
+    ds = add_fraction(ds, "n_antipodal", "n_traj_or_one", "p_antipodal")
+    ds = ds.drop_vars("n_traj_or_one")
+    for v in ("p_antipodal", "p_antipodal_low", "p_antipodal_high"):
+        ds[v] = ds[v].where(valid)
+    d, tol, v0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_tol"]), float(ds.attrs["fixed_one_plus_z0"])
+    times = ds.time.values
+    pred = np.full(ds.p_antipodal.shape, np.nan)
+    err = np.full(ds.p_antipodal.shape, np.nan)
+    gap2 = np.full(ds.beta.shape, np.nan)
+    depth_theory = np.full(ds.beta.shape, np.nan)
+    dims = ds.p_antipodal.dims
+    for ia, att in enumerate(ds.attention.values):
+        for isp, split in enumerate(ds.split.values):
+            m1, m2 = _parse_split(split)
+            for ib in range(ds.beta_index.size):
+                beta = float(ds.beta.values[ia, isp, ib])
+                if not np.isfinite(beta):
+                    continue
+                p, e = two_clusters.antipodal_persistence(times, np.array([v0]), beta, d, m1, m2,
+                                                          attention=str(att), tol=tol)
+                idx = {"attention": ia, "split": isp, "beta_index": ib}
+                sel = tuple(idx[dim] if dim in idx else slice(None) for dim in dims)
+                pred[sel], err[sel] = p[:, 0], e[:, 0]
+                gap2[ia, isp, ib] = two_clusters.hovering_scale(beta, m1, m2, attention=str(att))
+                if m1 != m2 and gap2[ia, isp, ib] > 0:
+                    depth_theory[ia, isp, ib] = two_clusters.hovering_depth(
+                        beta, d, m1, m2, attention=str(att), tol=tol)[0]
+    ds["p_predicted"] = (dims, pred, {"long_name": "Kolmogorov solution of the two-cluster diffusion"})
+    ds["p_predicted_error"] = (dims, err)
+    ds["hovering_scale"] = (ds.beta.dims, gap2, {"long_name": "(alpha1 - alpha2)^2 at Z = -1"})
+    ds["depth_theory"] = (ds.beta.dims, depth_theory,
+                          {"long_name": "median 1 + Z of the speed measure below -1 + tol"})
+    se = np.sqrt(ds.n_traj * ds.p_predicted * (1 - ds.p_predicted))
+    informative = (ds.p_predicted > 1e-3) & (ds.p_predicted < 1 - 1e-3)
+    ds["persist_z"] = ((ds.n_antipodal - ds.n_traj * ds.p_predicted) / se).where(informative)
+    ds.attrs.update(scale=scale, figure=ID, beta_c=float(theory.critical_beta(d)))
+    return ds
+
+
+def summary(ds) -> dict:
+    r"""Every number the page quotes, and the two verdicts.
+
+    ``cells[(attention, split, beta)]`` has the fraction still antipodal at T, its
+    prediction, the largest |z| over informative times, the depth at T and its theory.
+    ``persist_agree``: every |z| at most :data:`PERSIST_Z_MAX`.  ``depth_agree``: every
+    unbalanced cell with at least :data:`DEPTH_MIN_COUNT` hovering trajectories has
+    simulated / theoretical depth within :data:`DEPTH_RATIO_TOL` of 1;
+    ``depth_slope`` is the least-squares slope of log depth against log
+    :math:`(\alpha_1-\alpha_2)^2` over those cells (1 if the depth is proportional).
+    ``unbalanced_leave``: at T every unbalanced split with unnormalised attention keeps
+    at most 1% antipodal (their :math:`\alpha_1 - \alpha_2` is of order
+    :math:`\cosh\beta`: they break up at once).  ``balanced_limit[(attention, split,
+    beta)]`` is the two-token probability of ending antipodal from the start (Theorem 2),
+    the value a balanced split's curve tends to.
+    """
+    out = {"n_traj": int(ds.n_traj.max()), "T": float(ds.time.values[-1]),
+           "beta_c": float(ds.attrs["beta_c"]), "cells": {}}
+    zs, ratios, xs, ys = [], [], [], []
+    unbalanced_leave = True
+    out["balanced_limit"] = {}
+    for att in ds.attention.values:
+        for split in ds.split.values:
+            m1, m2 = _parse_split(split)
+            for ib in ds.beta_index.values:
+                sub = ds.sel(attention=att, split=split, beta_index=ib)
+                beta = float(sub.beta)
+                if not np.isfinite(beta):
+                    continue
+                z = np.abs(sub.persist_z.values)
+                z = z[np.isfinite(z)]
+                count_T = int(sub.n_antipodal.values[-1])
+                row = {"p_final": float(sub.p_antipodal.values[-1]),
+                       "predicted_final": float(sub.p_predicted.values[-1]),
+                       "max_abs_z": float(z.max()) if z.size else float("nan"),
+                       "n_antipodal_final": count_T,
+                       "depth_final": float(sub.median_depth.values[-1]) if count_T else float("nan"),
+                       "depth_theory": float(sub.depth_theory),
+                       "hovering_scale": float(sub.hovering_scale)}
+                out["cells"][(str(att), str(split), beta)] = row
+                zs.extend(z.tolist())
+                if m1 == m2:
+                    out["balanced_limit"][(str(att), str(split), beta)] = float(
+                        theory.antipodal_probability(beta, int(ds.attrs["fixed_d"]),
+                                                     z0=-1.0 + float(ds.attrs["fixed_one_plus_z0"])))
+                if m1 != m2 and att == "unnormalized" and row["p_final"] > 0.01:
+                    unbalanced_leave = False
+                if (m1 != m2 and count_T >= DEPTH_MIN_COUNT and np.isfinite(row["depth_theory"])):
+                    ratios.append(row["depth_final"] / row["depth_theory"])
+                    xs.append(math.log(row["hovering_scale"]))
+                    ys.append(math.log(row["depth_final"]))
+    out["persist_max_abs_z"] = max(zs) if zs else float("nan")
+    out["persist_agree"] = bool(zs) and max(zs) <= PERSIST_Z_MAX
+    out["depth_ratios"] = ratios
+    out["depth_agree"] = (all(abs(r - 1) <= DEPTH_RATIO_TOL for r in ratios) if ratios else None)
+    out["depth_slope"] = float(np.polyfit(xs, ys, 1)[0]) if len(xs) >= 2 else float("nan")
+    out["unbalanced_leave"] = unbalanced_leave
+    return out
+
+
+def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0))):
+    """Fraction still antipodal vs time for every split in three (attention, beta) panels,
+    with the Kolmogorov predictions; and the hovering depth against (alpha1 - alpha2)^2."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    fig, axes = plt.subplots(2, 2, figsize=(11.5, 9))
+    colours = dict(zip(ds.split.values, palette(ds.split.size)))
+    t = ds.time.values
+    shown = [p for p in panels if np.any(np.isclose(ds.beta.sel(attention=p[0]).values, p[1]))]
+    for ax, (att, beta) in zip(axes.ravel()[:3], shown):
+        for split in ds.split.values:
+            betas = ds.beta.sel(attention=att, split=split).values
+            ib = int(np.flatnonzero(np.isclose(betas, beta))[0])
+            sub = ds.sel(attention=att, split=split, beta_index=ib)
+            m1, m2 = _parse_split(split)
+            label = f"{m1} vs {m2}" + (" (balanced)" if m1 == m2 else "")
+            ax.fill_between(t, sub.p_antipodal_low, sub.p_antipodal_high,
+                            color=colours[split], alpha=0.2, lw=0)
+            ax.plot(t, sub.p_antipodal, "o", ms=3, color=colours[split], label=label)
+            ax.plot(t, sub.p_predicted, "-", lw=1.3, color=colours[split])
+        ax.set_xscale("log")
+        ax.set_xlim(t[0], t[-1])
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel(r"time $t$")
+        ax.set_ylabel(r"fraction still antipodal ($1 + Z_t \leq$ tol)")
+        ax.set_title(rf"{att} attention, $\beta$ = {beta:g}", fontsize=10)
+    for ax in axes.ravel()[len(shown):3]:
+        ax.set_visible(False)
+    axes[0, 0].plot([], [], "-", color="0.3", label="limit: Kolmogorov solution")
+    axes[0, 0].legend(fontsize=8, loc="lower left")
+    ax = axes[1, 1]
+    markers = {"softmax": "o", "unnormalized": "s"}
+    for att in ds.attention.values:
+        for split in ds.split.values:
+            m1, m2 = _parse_split(split)
+            if m1 == m2:
+                continue
+            sub = ds.sel(attention=att, split=split)
+            enough = sub.n_antipodal.values[:, -1] >= DEPTH_MIN_COUNT
+            x = sub.hovering_scale.values[enough]
+            if x.size:
+                ax.plot(x, sub.median_depth.values[enough, -1], markers[str(att)], ms=6,
+                        color=colours[split], mfc="none" if att == "unnormalized" else None,
+                        label=f"{m1} vs {m2}, {att}")
+                ax.plot(x, sub.depth_theory.values[enough], "x", ms=7, color="0.15")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lo, hi = ax.get_xlim()
+    grid = np.geomspace(lo, hi, 10)
+    ax.plot(grid, grid, ":", color="0.5", lw=1, label=r"depth $= (\alpha_1-\alpha_2)^2$")
+    ax.plot([], [], "x", color="0.15", label="speed-measure median (theory)")
+    ax.set_xlabel(r"$(\alpha_1 - \alpha_2)^2$ at $Z = -1$")
+    ax.set_ylabel(r"median $1 + Z_T$ of the splits still antipodal")
+    ax.set_title("hovering depth of unbalanced splits", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Two-point configurations from 1 + Z = {ds.attrs['fixed_one_plus_z0']:g}: "
+                 f"d = {ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
+                 f"{int(ds.n_traj.max()):,} trajectories per cell (shaded: Wilson 95%)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
