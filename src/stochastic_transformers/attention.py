@@ -50,7 +50,7 @@ def numba_threads(n_threads=None):
 USA_SHIFT_FROM = 300.0
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
     """Write the attention outputs of tokens ``x`` (N, d) into ``out`` (N, d), rescaled.
 
@@ -67,21 +67,21 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
     n_tok, d = x.shape
     # ``bx`` (N, d) and ``weights`` (N,) are scratch space owned by the caller: these
     # kernels run once per layer, where an allocation would cost as much as the maths.
-    if b_identity:
-        bx[:, :] = x
-    else:
+    # With B = I the logits read x itself (bx would be an exact copy: same bits, less traffic).
+    if not b_identity:
         for j in range(n_tok):
             for a in range(d):
                 acc = 0.0
                 for b in range(d):
                     acc += B[a, b] * x[j, b]
                 bx[j, a] = acc
+    keys = x if b_identity else bx
     for i in range(n_tok):
         top = -np.inf
         for j in range(n_tok):
             acc = 0.0
             for a in range(d):
-                acc += x[i, a] * bx[j, a]
+                acc += x[i, a] * keys[j, a]
             weights[j] = beta * acc
             if weights[j] > top:
                 top = weights[j]
@@ -107,7 +107,7 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
             out[i, a] = acc
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def normalize_rows(y):
     """Project every row of ``y`` back onto the unit sphere, in place."""
     n_tok, d = y.shape
@@ -120,7 +120,7 @@ def normalize_rows(y):
             y[i, a] *= inv
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def householder_r(m, r, v):
     """Triangular factor of the thin QR decomposition of ``m`` (d, N), written into ``r``.
 
@@ -160,7 +160,16 @@ def householder_r(m, r, v):
             r[i, col] = m[i, col] if col >= i else 0.0
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
+def _copy_rows(src, dst):
+    """dst[:, :] = src, as loops (a slice assignment costs more at this size)."""
+    n_tok, d = src.shape
+    for i in range(n_tok):
+        for a in range(d):
+            dst[i, a] = src[i, a]
+
+
+@nb.njit(inline="always", **_JIT)
 def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
     """One stochastic layer with an explicit value matrix ``v`` (d, d), in place on ``x``.
 
@@ -175,10 +184,10 @@ def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity, se
                 acc += v[a, b] * att[i, b]
             y[i, a] = self_scale[i] * x[i, a] + h * acc
     normalize_rows(y)
-    x[:, :] = y
+    _copy_rows(y, x)
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_identity, hv,
                       self_scale):
     """One stochastic layer with Gaussian V drawn through the exact d*N reduction.
@@ -203,10 +212,10 @@ def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_id
                 acc += g[a, c] * r[c, i]
             y[i, a] = self_scale[i] * x[i, a] + h * acc
     normalize_rows(y)
-    x[:, :] = y
+    _copy_rows(y, x)
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
     """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`."""
     n_tok, d = x.shape
@@ -215,7 +224,7 @@ def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity, self_s
         for a in range(d):
             y[i, a] = self_scale[i] * x[i, a] + w * att[i, a]
     normalize_rows(y)
-    x[:, :] = y
+    _copy_rows(y, x)
 
 
 # --------------------------------------------------------------------------------------

@@ -64,12 +64,12 @@ ZIG_K, ZIG_W, ZIG_F, ZIG_R = _ziggurat_tables()
 
 # ------------------------------------------------------------------ generator
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def _rotl(x, k):
     return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def next_u64(state):
     """xoshiro256++: advance ``state`` (4 uint64) and return 64 random bits."""
     s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
@@ -85,7 +85,7 @@ def next_u64(state):
     return result
 
 
-@nb.njit(**_JIT)
+@nb.njit(inline="always", **_JIT)
 def uniform(state):
     """Uniform double in [0, 1) with 53 random bits."""
     return float(next_u64(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)

@@ -174,7 +174,7 @@ def _init_tokens(state, x, init_mode, x0t, z0):
                 x[1, a] = z0 * x[0, a] + perp * x[1, a] / nrm
 
 
-@_att.nb.njit(**_att._JIT)
+@_att.nb.njit(inline="always", **_att._JIT)
 def _token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l, epsilon,
                  v, g, att, m, r, y, bx, weights, hv, self_scale):
     """One layer of N tokens, in place on ``x``, drawing its noise from ``state``.
@@ -184,9 +184,14 @@ def _token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, in
     """
     d = x.shape[1]
     if kind == 0:
-        for a in range(d):
-            for b in range(d):
-                v[a, b] = _value_entry(state, law, sigma)
+        if law == 0:   # the Gaussian entry of _value_entry, without a call per entry
+            for a in range(d):
+                for b in range(d):
+                    v[a, b] = sigma * _rng.normal(state)
+        else:
+            for a in range(d):
+                for b in range(d):
+                    v[a, b] = _value_entry(state, law, sigma)
         _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity,
                            self_scale)
     elif kind == 1:

@@ -58,6 +58,10 @@ PERSIST_Z_MAX = 4.0
 #: factor of 1 (the median of a few hundred hovering trajectories has a relative SE of
 #: a few percent; the quasi-stationary law is the speed measure only approximately).
 DEPTH_RATIO_TOL = 0.25
+#: The slope of log depth against log (alpha1 - alpha2)^2 is fitted over the cells whose
+#: scale is at most this: proportionality is a small-scale statement (near the tolerance
+#: the depth is capped by it).
+DEPTH_SLOPE_SCALE_MAX = 1e-4
 #: Depths are compared only where at least this many trajectories are still antipodal at T.
 DEPTH_MIN_COUNT = 50
 
@@ -205,8 +209,11 @@ def summary(ds) -> dict:
     ``persist_agree``: every |z| at most :data:`PERSIST_Z_MAX`.  ``depth_agree``: every
     unbalanced cell with at least :data:`DEPTH_MIN_COUNT` hovering trajectories has
     simulated / theoretical depth within :data:`DEPTH_RATIO_TOL` of 1;
-    ``depth_slope`` is the least-squares slope of log depth against log
-    :math:`(\alpha_1-\alpha_2)^2` over those cells (1 if the depth is proportional).
+    ``depth_slope`` (``depth_slope_theory``) is the least-squares slope of the simulated
+    (theoretical) log depth against log :math:`(\alpha_1-\alpha_2)^2` over those cells
+    with scale at most :data:`DEPTH_SLOPE_SCALE_MAX` (1 if the depth is proportional).
+    ``persist_max_abs_z_by_attention`` and ``persist_agree_by_attention`` split the
+    persistence verdict by attention.
     ``unbalanced_leave``: at T every unbalanced split with unnormalised attention keeps
     at most 1% antipodal (their :math:`\alpha_1 - \alpha_2` is of order
     :math:`\cosh\beta`: they break up at once).  ``balanced_limit[(attention, split,
@@ -215,7 +222,8 @@ def summary(ds) -> dict:
     """
     out = {"n_traj": int(ds.n_traj.max()), "T": float(ds.time.values[-1]),
            "beta_c": float(ds.attrs["beta_c"]), "cells": {}}
-    zs, ratios, xs, ys = [], [], [], []
+    zs, ratios, xs, ys, ys_theory = [], [], [], [], []
+    zs_by = {str(a): [] for a in ds.attention.values}
     unbalanced_leave = True
     out["balanced_limit"] = {}
     for att in ds.attention.values:
@@ -238,6 +246,7 @@ def summary(ds) -> dict:
                        "hovering_scale": float(sub.hovering_scale)}
                 out["cells"][(str(att), str(split), beta)] = row
                 zs.extend(z.tolist())
+                zs_by[str(att)].extend(z.tolist())
                 if m1 == m2:
                     out["balanced_limit"][(str(att), str(split), beta)] = float(
                         theory.antipodal_probability(beta, int(ds.attrs["fixed_d"]),
@@ -246,13 +255,22 @@ def summary(ds) -> dict:
                     unbalanced_leave = False
                 if (m1 != m2 and count_T >= DEPTH_MIN_COUNT and np.isfinite(row["depth_theory"])):
                     ratios.append(row["depth_final"] / row["depth_theory"])
-                    xs.append(math.log(row["hovering_scale"]))
-                    ys.append(math.log(row["depth_final"]))
+                    if row["hovering_scale"] <= DEPTH_SLOPE_SCALE_MAX:
+                        xs.append(math.log(row["hovering_scale"]))
+                        ys.append(math.log(row["depth_final"]))
+                        ys_theory.append(math.log(row["depth_theory"]))
     out["persist_max_abs_z"] = max(zs) if zs else float("nan")
     out["persist_agree"] = bool(zs) and max(zs) <= PERSIST_Z_MAX
     out["depth_ratios"] = ratios
     out["depth_agree"] = (all(abs(r - 1) <= DEPTH_RATIO_TOL for r in ratios) if ratios else None)
     out["depth_slope"] = float(np.polyfit(xs, ys, 1)[0]) if len(xs) >= 2 else float("nan")
+    out["depth_slope_theory"] = (float(np.polyfit(xs, ys_theory, 1)[0]) if len(xs) >= 2
+                                 else float("nan"))
+    out["depth_slope_cells"] = len(xs)
+    out["persist_max_abs_z_by_attention"] = {a: (max(v) if v else float("nan"))
+                                             for a, v in zs_by.items()}
+    out["persist_agree_by_attention"] = {a: (bool(v) and max(v) <= PERSIST_Z_MAX)
+                                         for a, v in zs_by.items()}
     out["unbalanced_leave"] = unbalanced_leave
     return out
 
@@ -320,3 +338,45 @@ def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0)))
                  fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def worst_cell(ds, attention):
+    """``(split, beta, max |z|)`` of the cell of ``attention`` farthest from the prediction."""
+    best = None
+    for split in ds.split.values:
+        for ib in ds.beta_index.values:
+            sub = ds.sel(attention=attention, split=split, beta_index=ib)
+            z = np.abs(sub.persist_z.values)
+            z = z[np.isfinite(z)]
+            if z.size and (best is None or z.max() > best[2]):
+                best = (str(split), float(sub.beta), float(z.max()))
+    return best
+
+
+def refinement_check(ds, attention, split, beta, *, factors=(1, 4, 16), T=5.0):
+    """Rerun one cell up to ``T`` at ``L * factor`` layers per unit time; return ``{L: max |z|}``.
+
+    The limit prediction neglects the discretisation, whose step
+    :math:`|A|\\sigma\\sqrt{d/L}` grows like :math:`e^\\beta` with unnormalised attention.
+    If the distance to the prediction shrinks as L grows, the disagreement belongs to the
+    discretisation, not to the reduction.  Same trajectories count, start and time grid
+    (restricted to ``t <= T``) as ``ds``.
+    """
+    m1, m2 = _parse_split(split)
+    d, tol, v0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_tol"]), float(ds.attrs["fixed_one_plus_z0"])
+    L0, n_traj = int(ds.attrs["fixed_L"]), int(ds.n_traj.max())
+    times = ds.time.values[ds.time.values <= T + 1e-12]
+    pred, _ = two_clusters.antipodal_persistence(times, np.array([v0]), beta, d, m1, m2,
+                                                 attention=attention, tol=tol)
+    pred = pred[:, 0]
+    informative = (pred > 1e-3) & (pred < 1 - 1e-3)
+    out = {}
+    for factor in factors:
+        L = L0 * int(factor)
+        sim = simulate(m1 + m2, d, beta, n_traj=n_traj, L=L, T=float(times[-1]),
+                       attention=attention, split=(m1, m2), z0=-1.0 + v0, times=times, tol=tol,
+                       seed=int(ds.attrs.get("sweep_seed", 0)) + factor)
+        frac = (sim.one_plus_overlap_t.values <= tol).mean(axis=0)
+        z = (frac - pred) / np.sqrt(pred * (1 - pred) / n_traj)
+        out[L] = float(np.abs(z[informative]).max()) if informative.any() else float("nan")
+    return out
