@@ -497,3 +497,56 @@ def test_invalid_output_layout_after_compute():
         sweep(output_dims={"walk": ("a", "b")})
     with pytest.raises(ValueError, match=r"output_coords\['step'\] has 2 values"):
         sweep(output_dims={"walk": ("step",)}, output_coords={"step": [0, 1]})
+
+
+# --------------------------------------------------------------------------- stale caches
+
+#: A module-level cell whose outputs the tests change between two runs of one sweep,
+#: as an edit of a figure's ``cell`` without a version bump would.
+STALE_OUTPUTS = {"names": ("a",)}
+CELL_VERSION = "7"   # this module's, folded into the default code_version
+ID = "sweeptest"
+
+
+def editable_cell(*, n, seed):
+    CALLS.append(("editable", n))
+    return {name: n for name in STALE_OUTPUTS["names"]}
+
+
+def test_default_code_version_folds_in_the_modules_cell_version(tmp_path):
+    import stochastic_transformers as st
+
+    ds = run_sweep(editable_cell, {"n": [1]}, name="v", scheduler="synchronous", progress=False)
+    assert ds.attrs["code_version"] == f"{st.SIMULATION_CODE_VERSION}+sweeptest.7"
+    ds = run_sweep(editable_cell, {"n": [1]}, name="v", scheduler="synchronous", progress=False,
+                   code_version="given")
+    assert ds.attrs["code_version"] == "given"
+
+
+def test_cached_cells_with_other_outputs_are_recomputed(tmp_path, monkeypatch, caplog):
+    kw = dict(name="stale", cache_dir=tmp_path, scheduler="synchronous", progress=False)
+    monkeypatch.setitem(STALE_OUTPUTS, "names", ("a",))
+    run_sweep(editable_cell, {"n": [1, 2]}, **kw)
+    # the cell now returns other outputs; one cell is new, the two cached ones are stale
+    monkeypatch.setitem(STALE_OUTPUTS, "names", ("a", "b"))
+    CALLS.clear()
+    ds = run_sweep(editable_cell, {"n": [1, 2, 3]}, **kw)
+    assert sorted(n for tag, n in CALLS if tag == "editable") == [1, 2, 3]
+    assert set(ds.data_vars) >= {"a", "b"} and ds.attrs["n_cells_computed"] == 3
+    assert "without a CELL_VERSION bump" in caplog.text
+    # all cached and consistent: nothing recomputed
+    CALLS.clear()
+    run_sweep(editable_cell, {"n": [1, 2, 3]}, **kw)
+    assert CALLS == []
+
+
+def test_cached_cells_that_disagree_follow_the_newest(tmp_path, monkeypatch):
+    kw = dict(name="mixed", cache_dir=tmp_path, scheduler="synchronous", progress=False)
+    monkeypatch.setitem(STALE_OUTPUTS, "names", ("a",))
+    run_sweep(editable_cell, {"n": [1]}, **kw)
+    time.sleep(0.05)
+    monkeypatch.setitem(STALE_OUTPUTS, "names", ("c",))
+    run_sweep(editable_cell, {"n": [2]}, **kw)
+    CALLS.clear()
+    ds = run_sweep(editable_cell, {"n": [1, 2]}, **kw)
+    assert [n for tag, n in CALLS if tag == "editable"] == [1] and "c" in ds

@@ -47,7 +47,10 @@ leaves only complete files under their final names.  A file is trusted only if
 it opens, passes the zip CRC checks, and names its own key; anything else is
 reported and recomputed.  Changing ``code_version`` (by default
 ``stochastic_transformers.SIMULATION_CODE_VERSION`` when the package defines
-it, else the package version) invalidates every cell at once.
+it, else the package version, followed by ``+ID.CELL_VERSION`` of the module that
+defines the cell when it has one) invalidates every cell at once.  A cached cell whose
+output names differ from those of the newest cached cell, or of a cell computed in the
+same call, is treated as a miss and recomputed (a cell edited without a version bump).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import itertools
 import json
 import logging
 import math
+import sys
 import os
 import re
 import time
@@ -345,6 +349,19 @@ def _check_output_layout(output_dims, output_coords, grid) -> tuple[dict, dict]:
     return dims, coords
 
 
+def _cell_version_suffix(cell) -> str:
+    """``+ID.CELL_VERSION`` of the module that defines ``cell``, or '' if it has none.
+
+    Folded into the default ``code_version``, so that bumping a figure module's
+    ``CELL_VERSION`` invalidates that figure's cached cells and no other's.
+    """
+    module = sys.modules.get(getattr(cell, "__module__", ""), None)
+    version = getattr(module, "CELL_VERSION", None)
+    if version is None:
+        return ""
+    return f"+{getattr(module, 'ID', module.__name__)}.{version}"
+
+
 def _default_code_version() -> str:
     """``SIMULATION_CODE_VERSION`` of the package if defined, else its version."""
     import importlib
@@ -396,6 +413,17 @@ def _check_outputs(outputs: dict, reference: dict | None, reserved: set, where: 
                 raise ValueError(f"cell output {key!r} has shape {arr.shape} at {where} but "
                                  f"{reference[key].shape} elsewhere")
     return outputs
+
+
+def _stale_hits(hits: dict, names: set, sweep: str) -> list:
+    """Remove from ``hits`` the cells whose output names are not ``names``; return them as
+    ``(index, kwargs, seed, key)`` to recompute."""
+    stale = [index for index, hit in hits.items() if set(hit[3]) != names]
+    if stale:
+        logger.warning("sweep %s: %d cached cell(s) have outputs %s instead of %s; the cell "
+                       "function changed without a CELL_VERSION bump: recomputing them",
+                       sweep, len(stale), sorted(hits[stale[0]][3]), sorted(names))
+    return [(index, *hits.pop(index)[:3]) for index in stale]
 
 
 def _read_cache(path: Path, key: str):
@@ -611,7 +639,7 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
     if not isinstance(progress, bool):
         raise ValueError(f"progress must be True or False, got {progress!r}")
     if code_version is None:
-        code_version = _default_code_version()
+        code_version = _default_code_version() + _cell_version_suffix(cell)
     elif not isinstance(code_version, (str, Integral)) or isinstance(code_version, bool):
         raise ValueError(f"code_version must be a string (or None for the package's), "
                          f"got {code_version!r}")
@@ -657,34 +685,26 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
         times[index] = elapsed
         bar.update(1)
 
-    try:
-        for index, kwargs, cseed, key in cells:
-            hit = None if cache_root is None else _read_cache(cache_root / f"{key}.npz", key)
-            if hit is None:
-                pending.append((index, kwargs, cseed, key))
-            else:
-                accept(index, kwargs, key, *hit, fresh=False)
-        n_cached = len(cells) - len(pending)
-        bar.set_postfix(cached=n_cached, refresh=False)
-
-        if pending and mode == "synchronous":
-            for index, kwargs, cseed, key in pending:
+    def compute(todo):
+        """Run the cells of ``todo`` (synchronously or on Dask) and accept their outputs."""
+        if todo and mode == "synchronous":
+            for index, kwargs, cseed, key in todo:
                 try:
                     outputs, elapsed = _run_cell(cell, kwargs, cseed)
                 except Exception as err:
                     _note_cell(err, kwargs)
                     raise
                 accept(index, kwargs, key, outputs, elapsed, fresh=True)
-        elif pending:
+        elif todo:
             from distributed import as_completed
 
             with _client(mode, scheduler, n_workers) as client:
                 futures = {}
-                for index, kwargs, cseed, key in pending:
+                for index, kwargs, cseed, key in todo:
                     # The task key derives from the cache key: readable in the
                     # dashboard and the same cell is never run twice at once.
                     future = client.submit(_run_cell, cell, kwargs, cseed,
-                                           key=f"{name}-cell-{key[:32]}")
+                                           key=f"{name}-cell-{key[:32]}-{len(results)}")
                     futures[future] = (index, kwargs, key)
                 try:
                     for future in as_completed(list(futures)):
@@ -699,6 +719,36 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
                 finally:
                     if futures:
                         client.cancel(list(futures))
+
+    try:
+        hits = {}   # index -> (kwargs, cseed, key, outputs, elapsed, mtime)
+        for index, kwargs, cseed, key in cells:
+            path = None if cache_root is None else cache_root / f"{key}.npz"
+            hit = None if path is None else _read_cache(path, key)
+            if hit is None:
+                pending.append((index, kwargs, cseed, key))
+            else:
+                hits[index] = (kwargs, cseed, key, *hit, path.stat().st_mtime)
+        # A cached cell whose output names differ from the newest cached cell's was
+        # written by other code (a cell edited without a CELL_VERSION bump): recompute it.
+        if hits:
+            newest = max(hits.values(), key=lambda h: h[5])
+            stale = _stale_hits(hits, set(newest[3]), name)
+            pending.extend(stale)
+        n_cached = len(hits)
+        bar.set_postfix(cached=n_cached, refresh=False)
+        compute(pending)
+        if reference is not None and hits:
+            # Fresh cells define the outputs: cached ones that disagree are stale too.
+            again = _stale_hits(hits, set(reference), name)
+            if again:
+                bar.total += len(again)
+                pending.extend(again)
+                n_cached = len(hits)
+                compute(again)
+        for index, (kwargs, cseed, key, outputs, elapsed, _) in hits.items():
+            accept(index, kwargs, key, outputs, elapsed, fresh=False)
+        bar.set_postfix(cached=n_cached, refresh=False)
     finally:
         bar.close()
 

@@ -1,4 +1,4 @@
-"""One module per figure or theorem of the book.
+"""One module per figure or theorem of the book, all following one protocol.
 
 Every figure module defines
 
@@ -7,16 +7,28 @@ Every figure module defines
 ``DESCRIPTION``
     one line for ``reproduce --list``;
 ``SCALES``
-    a dict ``{"smoke": {...}, "quick": {...}, "paper": {...}}`` of keyword
-    arguments for :func:`compute`;
+    a dict ``{"smoke": {...}, "quick": {...}, "paper": {...}}`` (in that order) of
+    the knobs of :func:`compute`;
+``cell(**params, seed)`` and ``CELL_VERSION``
+    for a figure computed as a sweep (all but Figures 1 and 2): the module-level
+    function :func:`stochastic_transformers.sweep.run_sweep` runs on each point, and
+    the version of its outputs.  The sweep folds ``ID`` and ``CELL_VERSION`` into
+    every cache key, so bumping ``CELL_VERSION`` whenever ``cell`` returns other
+    outputs or other numbers for the same arguments invalidates that figure's
+    cached cells and no other's; a cached cell whose output names no longer match is
+    recomputed even without a bump;
 ``compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides)``
     runs the simulations and returns an :class:`xarray.Dataset` (the
-    ``overrides`` replace individual knobs of the scale);
+    ``overrides`` replace individual knobs of the scale; an unknown or invalid
+    knob raises a ValueError naming it before anything is computed);
+``summary(ds) -> dict``
+    every number and verdict the notebook's prose quotes, thresholds included;
 ``plot(ds)``
     draws the figure from that dataset and returns a ``matplotlib`` figure.
 
-The notebooks and :func:`reproduce` call the same two functions, so no figure
-logic lives only in a notebook.
+The notebooks and :func:`reproduce` call these functions, so no figure logic lives
+only in a notebook; ``tests/test_figure_protocol.py`` checks every registered module
+against this list.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .. import SIMULATION_CODE_VERSION, simulate, theory, two_clusters
+from .. import simulate, theory, two_clusters
 from .._validation import check_choice, check_int, check_real
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
@@ -145,7 +145,6 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                 "beta_index": list(range(k))},
                          fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}-{att}",
                          cache_dir=cache_dir,
-                         code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
                          scheduler=default_scheduler(scale, scheduler), progress=progress,
                          output_dims={"n_antipodal": ("time",), "median_depth": ("time",)},
                          output_coords={"time": times})

@@ -24,6 +24,9 @@ from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, load_committed, resolve_scale
 
 ID = "fig3"
+#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
+#: :func:`cell` returns different outputs or numbers for the same arguments.
+CELL_VERSION = "1"
 DESCRIPTION = "two tokens: P(antipodal) vs beta for d = 4..10, with the exact limit curve (Theorem 2)"
 
 SCALES = {

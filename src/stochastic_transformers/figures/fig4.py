@@ -31,6 +31,9 @@ from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, resolve_scale
 
 ID = "fig4"
+#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
+#: :func:`cell` returns different outputs or numbers for the same arguments.
+CELL_VERSION = "1"
 DESCRIPTION = ("hybrid model: dominant outcome in the (beta, eps) plane with eps_c(beta) "
                "(Prop. 1), at L = 100 and L = 1000")
 

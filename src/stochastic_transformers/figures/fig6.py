@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from .. import SIMULATION_CODE_VERSION, simulate, theory
+from .. import simulate, theory
 from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..sweep import add_fraction, run_sweep
@@ -128,7 +128,6 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "d", "attention", "tol")}
     ds = run_sweep(cell, {"n_tokens": knobs["n_tokens"], "beta": knobs["betas"]},
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
                    scheduler=default_scheduler(scale, scheduler), progress=progress)
     return finish(ds, scale)
 

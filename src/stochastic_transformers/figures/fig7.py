@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from .. import SIMULATION_CODE_VERSION, simulate, two_clusters
+from .. import simulate, two_clusters
 from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ..sweep import add_fraction, run_sweep
@@ -162,7 +162,6 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                 "n_unsettled")
     ds = run_sweep(cell, {"beta": knobs["betas"]}, fixed=fixed, seed=knobs["seed"],
                    name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   code_version=f"{SIMULATION_CODE_VERSION}+{ID}.{CELL_VERSION}",
                    scheduler=default_scheduler(scale, scheduler), progress=progress,
                    output_dims={**{v: ("time",) for v in per_time},
                                 **{v: ("time", "minority") for v in _PER_SPLIT}},

@@ -39,6 +39,9 @@ from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, resolve_scale
 
 ID = "fig8"
+#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
+#: :func:`cell` returns different outputs or numbers for the same arguments.
+CELL_VERSION = "1"
 DESCRIPTION = ("two tokens: fractions unclustered / single / antipodal vs the time horizon, "
                "one beta per regime (App. D.1)")
 

@@ -51,6 +51,9 @@ from ._common import cell_threads, default_scheduler, resolve_scale
 from .fig8 import log_time_grid
 
 ID = "fig9"
+#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
+#: :func:`cell` returns different outputs or numbers for the same arguments.
+CELL_VERSION = "1"
 DESCRIPTION = ("N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
                "small and large beta (App. D.2)")
 

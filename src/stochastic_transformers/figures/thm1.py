@@ -69,7 +69,6 @@ import numba as nb
 import numpy as np
 import xarray as xr
 
-from .. import SIMULATION_CODE_VERSION
 from .. import attention as _att
 from .. import rng as _rng
 from .._validation import check_choice, check_int, check_real
@@ -81,7 +80,7 @@ DESCRIPTION = ("Theorem 1: weak error of the discrete two-token model against th
                "vs L (log-log, fitted order)")
 
 #: Bumped when this module's kernel or estimator changes (part of the sweep cache key).
-THM1_CODE_VERSION = "1"
+CELL_VERSION = "1"
 
 #: Test functions of the overlap: name -> (callable, LaTeX label).
 FUNCTIONS = {
@@ -298,7 +297,6 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     raw = run_sweep(cell, {"L": list(knobs["Ls"]), "block": list(range(n_blocks))},
                     fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                     scheduler=default_scheduler(scale, scheduler), progress=progress,
-                    code_version=f"{SIMULATION_CODE_VERSION}-thm1.{THM1_CODE_VERSION}",
                     output_dims={v: ("function", "time") for v in
                                  ("mean_plain", "m2_plain", "mean_cv", "m2_cv", "count")},
                     output_coords={"function": list(knobs["functions"]),

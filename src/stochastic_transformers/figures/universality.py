@@ -46,6 +46,9 @@ from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, resolve_scale
 
 ID = "universality"
+#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
+#: :func:`cell` returns different outputs or numbers for the same arguments.
+CELL_VERSION = "1"
 DESCRIPTION = ("two tokens: P(antipodal) vs beta for Gaussian, uniform and Rademacher values "
                "against the limit curve (Theorem 1's universality)")
 
