@@ -53,9 +53,20 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
-def check_whole_layers(T: float, L: int, name: str = "T") -> int:
-    """Number of layers ``T * L``; raises unless it is a whole number."""
+def check_whole_layers(T: float, L: int, name: str = "T", L_name: str = "L") -> int:
+    """Number of layers ``T * L``; raises, naming both knobs, unless it is a whole number.
+
+    The one implementation of the rule (time is layer / L, so a horizon or a recording
+    time must fall on a layer); every module calls it.
+    """
     layers = T * L
     if abs(layers - round(layers)) > 1e-9 * max(1.0, layers):
-        raise ValueError(f"{name} * L must be a whole number of layers; got {name}={T}, L={L}")
+        raise ValueError(f"{name} * {L_name} must be a whole number of layers; got "
+                         f"{name}={T}, {L_name}={L}")
     return int(round(layers))
+
+
+#: The attention types every module accepts (defined once; the others import these).
+ATTENTIONS = ("softmax", "unnormalized")
+#: The scales of every figure, in order.
+SCALE_NAMES = ("smoke", "quick", "paper")

@@ -27,7 +27,8 @@ import math
 import numba as nb
 import numpy as np
 
-_JIT = dict(cache=True, nogil=True, error_model="numpy")
+from ._jit import JIT as _JIT
+
 
 @contextlib.contextmanager
 def numba_threads(n_threads=None):

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from ._validation import SCALE_NAMES
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -23,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
                           "prints a table of what each cost")
     rep.add_argument("--skip", default="", metavar="ID,ID",
                      help="with --all: figure ids to leave out")
-    rep.add_argument("--scale", default="quick", choices=("smoke", "quick", "paper"),
+    rep.add_argument("--scale", default="quick", choices=SCALE_NAMES,
                      help="smoke: seconds; quick: minutes (the book's default); paper: the paper's numbers")
     rep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                      help="override one knob of the scale (repeatable): n_traj=1000, "
@@ -41,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     nb.add_argument("nb_id", nargs="?", help="notebook id: a figure id (fig3) or a notebook "
                                              "name (overlap_trajectories); see --list")
     nb.add_argument("--list", action="store_true", help="list the notebooks and exit")
-    nb.add_argument("--scale", default="quick", choices=("smoke", "quick", "paper"))
+    nb.add_argument("--scale", default="quick", choices=SCALE_NAMES)
     nb.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", default=[],
                     metavar=("KEY", "VALUE"),
                     help="a parameter of the notebook (repeatable), read like reproduce --set: "

@@ -27,7 +27,7 @@ import math
 import numba as nb
 import numpy as np
 
-_JIT = dict(cache=True, nogil=True, error_model="numpy")
+from ._jit import JIT as _JIT
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 

@@ -37,11 +37,10 @@ import warnings
 import numpy as np
 from scipy import integrate, interpolate, linalg
 
-from ._validation import check_choice, check_int, check_real
+from ._validation import ATTENTIONS, check_choice, check_int, check_real
 
 __all__ = ["simulate_overlap_sde", "overlap_expectation", "simulate_token_sde"]
 
-ATTENTIONS = ("softmax", "unnormalized")
 MODELS = ("stochastic", "hybrid")
 
 #: Largest beta accepted here: USA coefficients grow like e^{2 beta}.

@@ -46,13 +46,12 @@ import xarray as xr
 
 from . import attention as _att
 from . import rng as _rng
-from ._validation import check_choice, check_int, check_real, check_whole_layers
+from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
 #: sweep cache key.
 SIMULATION_CODE_VERSION = "2"  # 2: N >= 3 Gaussian tokens take the reduced path
 
-ATTENTIONS = ("softmax", "unnormalized")
 VALUE_LAWS = ("gaussian", "uniform", "rademacher")
 MODELS = ("stochastic", "hybrid")
 METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap")
@@ -61,7 +60,7 @@ _CHAINS = ("overlap_chain", "cluster_chain", "reduced")  # methods that can stop
 
 # ----------------------------------------------------------------------------- kernels
 
-_PAR = dict(cache=True, nogil=True, parallel=True, error_model="numpy")
+from ._jit import JIT_PARALLEL as _PAR
 _LAW_CODES = {"gaussian": 0, "uniform": 1, "rademacher": 2}
 _SQRT3 = math.sqrt(3.0)
 

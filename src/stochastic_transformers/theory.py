@@ -66,7 +66,7 @@ import numpy as np
 from numpy.polynomial import Chebyshev
 from scipy import integrate, optimize, special
 
-from ._validation import check_choice, check_int, check_real
+from ._validation import ATTENTIONS, check_choice, check_int, check_real
 
 __all__ = [
     "critical_beta",
@@ -83,7 +83,6 @@ __all__ = [
     "hybrid_antipodal_probability",
 ]
 
-ATTENTIONS = ("softmax", "unnormalized")
 POLES = ("single", "antipodal")
 
 #: Largest inverse temperature accepted by the scale-function routines.  The

@@ -37,9 +37,8 @@ import math
 import numpy as np
 
 from . import theory
-from ._validation import check_choice, check_int, check_real
+from ._validation import ATTENTIONS, check_choice, check_int, check_real
 
-ATTENTIONS = theory.ATTENTIONS
 
 
 def _check_split(beta, d, m1, m2, attention, sigma):

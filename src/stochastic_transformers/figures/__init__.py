@@ -51,7 +51,7 @@ REGISTRY: dict[str, str] = {
     "universality": "universality",
 }
 
-SCALE_NAMES = ("smoke", "quick", "paper")
+from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)
 
 
 def available() -> dict[str, object]:

@@ -6,10 +6,8 @@ import math
 from numbers import Integral, Real
 from pathlib import Path
 
-from .._validation import check_choice, check_int, check_real, check_whole_layers
+from .._validation import ATTENTIONS, SCALE_NAMES, check_choice, check_int, check_real, check_whole_layers
 
-SCALE_NAMES = ("smoke", "quick", "paper")
-ATTENTIONS = ("softmax", "unnormalized")
 
 
 # ----------------------------------------------------------------------------- knob checks

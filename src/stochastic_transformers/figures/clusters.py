@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from .. import simulate, theory, two_clusters
-from .._validation import check_choice, check_int, check_real
+from .._validation import ATTENTIONS, check_int, check_real
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
 from .fig7 import time_grid
@@ -35,7 +35,6 @@ CELL_VERSION = "1"
 DESCRIPTION = "exact two-point splits of N tokens: persistence and hovering vs the two-cluster diffusion"
 
 SPLITS = ("1,1", "2,2", "1,2", "1,3", "2,3")
-ATTENTIONS = ("softmax", "unnormalized")
 SCALES = {
     "smoke": dict(splits=("1,1", "1,2", "1,3"), betas_softmax=(2.0, 4.0),
                   betas_unnormalized=(1.0,), n_traj=200, L=20, T=5.0, t_min=0.05, n_times=8,

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from .. import simulate, theory
-from .._validation import check_choice, check_int, check_real
+from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
 from ..simulate import ATTENTIONS
 from ..sweep import add_fraction, run_sweep
@@ -74,8 +74,8 @@ def log_time_grid(T, L, n_times):
     T = check_real("T", T, 0.0, strict_min=True)
     L = check_int("L", L, 1)
     n_times = check_int("n_times", n_times, 2)
-    n_layers = int(round(T * L))
-    if n_layers < 1 or abs(T * L - n_layers) > 1e-9 * max(1.0, T * L):
+    n_layers = check_whole_layers(T, L)
+    if n_layers < 1:
         raise ValueError(f"T * L must be a whole number of layers >= 1; got T={T}, L={L}")
     layers = np.rint(np.logspace(0.0, math.log10(n_layers), n_times - 1)).astype(np.int64)
     layers = np.unique(np.concatenate([[0], layers, [n_layers]]))

@@ -71,7 +71,8 @@ import xarray as xr
 
 from .. import attention as _att
 from .. import rng as _rng
-from .._validation import check_choice, check_int, check_real
+from .._jit import JIT_PARALLEL
+from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..sweep import run_sweep
 from ._common import cell_threads, default_scheduler, resolve_scale
 
@@ -109,7 +110,7 @@ _X_MAX = 9.0
 
 # ----------------------------------------------------------------------------- kernel
 
-@nb.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+@nb.njit(**JIT_PARALLEL)
 def _cv_kernel(key0, key1, first, n, d, beta, softmax, h, sigma, s0, c0, rec, phi, ds, x_lo,
                dx, z_out, cv_out):
     """Run ``n`` overlap-chain trajectories and accumulate the martingale control variates.
@@ -238,7 +239,7 @@ def _check_knobs(knobs):
     k = dict(knobs)
     k["beta"] = check_real("beta", k["beta"], 0.0, 300.0)
     k["d"] = check_int("d", k["d"], 2)
-    check_choice("attention", k["attention"], ("softmax", "unnormalized"))
+    check_choice("attention", k["attention"], ATTENTIONS)
     if k["attention"] == "unnormalized" and k["beta"] > _att.USA_PAIR_SHIFT_FROM:
         # The control variate needs the unscaled weights, whose powers overflow beyond.
         raise ValueError(f"beta must be <= {_att.USA_PAIR_SHIFT_FROM:g} with unnormalized "
@@ -260,9 +261,7 @@ def _check_knobs(knobs):
         raise ValueError(f"times must be increasing values in (0, 50]; got {k['times']}")
     for L in k["Ls"]:
         for t in times:
-            if abs(t * L - round(t * L)) > 1e-9 * L:
-                raise ValueError(f"times must be multiples of 1/L for every L in Ls (time {t} "
-                                 f"is not a whole number of layers at L = {L})")
+            check_whole_layers(t, L, "times", "L (every L in Ls)")
     k["times"] = times
     fns = tuple(k["functions"])
     if len(fns) == 0 or len(set(fns)) != len(fns):

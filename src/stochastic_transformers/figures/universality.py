@@ -40,7 +40,7 @@ import numpy as np
 import xarray as xr
 
 from .. import simulate, theory
-from .._validation import check_choice, check_int, check_real
+from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, resolve_scale
@@ -104,7 +104,7 @@ def _check_knobs(knobs):
     k["L"] = check_int("L", k["L"], 1)
     k["T"] = check_real("T", k["T"], 0.0, strict_min=True)
     k["n_traj"] = check_int("n_traj", k["n_traj"], 1)
-    check_choice("attention", k["attention"], ("softmax", "unnormalized"))
+    check_choice("attention", k["attention"], ATTENTIONS)
     check_choice("gaussian_method", k["gaussian_method"], ("overlap_chain", "literal"))
     k["tol"] = check_real("tol", k["tol"], 0.0, 1.0, strict_min=True)
     k["seed"] = check_int("seed", k["seed"], 0)
@@ -119,9 +119,7 @@ def _check_knobs(knobs):
         raise ValueError(f"betas must hold distinct values >= 0; got {k['betas']}")
     k["betas"] = tuple(sorted(betas))
     for name, L in [("L", k["L"])] + [("convergence_Ls", x) for x in k["convergence_Ls"]]:
-        if abs(k["T"] * L - round(k["T"] * L)) > 1e-9 * max(1.0, k["T"] * L):
-            raise ValueError(f"T * {name} must be a whole number of layers; got T={k['T']}, "
-                             f"{name}={L}")
+        check_whole_layers(k["T"], L, "T", name)
     if k["convergence_beta"] is not None:
         k["convergence_beta"] = check_real("convergence_beta", k["convergence_beta"], 0.0, 300.0)
     c_ls = tuple(check_int("convergence_Ls", x, 1) for x in k["convergence_Ls"])
@@ -135,9 +133,7 @@ def _check_knobs(knobs):
         raise ValueError(f"horizon_factors must be increasing values > 0; got "
                          f"{k['horizon_factors']}")
     for f in factors:
-        if abs(k["T"] * f * k["L"] - round(k["T"] * f * k["L"])) > 1e-9 * max(1.0, k["T"] * k["L"]):
-            raise ValueError(f"horizon_factors: T * {f:g} is not a whole number of layers at "
-                             f"L = {k['L']}")
+        check_whole_layers(k["T"] * f, k["L"], f"horizon_factors: T * {f:g}")
     k["horizon_factors"] = factors
     return k
 
