@@ -550,3 +550,16 @@ def test_cached_cells_that_disagree_follow_the_newest(tmp_path, monkeypatch):
     CALLS.clear()
     ds = run_sweep(editable_cell, {"n": [1, 2]}, **kw)
     assert [n for tag, n in CALLS if tag == "editable"] == [1] and "c" in ds
+
+
+def test_count_z_is_a_normal_score_with_a_continuity_correction_and_a_floor():
+    from stochastic_transformers.stats import count_z
+
+    # ordinary counts: (|o - e| - 1/2) / sqrt(v)
+    assert count_z(60.0, 50.0, 25.0) == pytest.approx(9.5 / 5)
+    assert count_z(40.0, 50.0, 25.0) == pytest.approx(-9.5 / 5)
+    # a near-deterministic prediction one trajectory off is at most 1 SE, never 14
+    assert abs(count_z(99.0, 99.995, 0.0047)) <= 1.0
+    assert count_z(50.2, 50.0, 25.0) == 0.0
+    np.testing.assert_allclose(count_z(np.array([1.0, 3.0]), np.array([1.0, 1.0]),
+                                       np.array([0.0, 1.0])), [0.0, 1.5])

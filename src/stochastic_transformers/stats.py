@@ -263,3 +263,26 @@ def agreement_z(count, n, p_theory):
     p_hat = np.asarray(count) / np.asarray(n)
     se = (hi - lo) / (2 * 1.959963984540054)
     return xr.DataArray((p_hat - np.asarray(p_theory)) / se, dims=count.dims, coords=count.coords)
+
+
+def count_z(observed, expected, variance):
+    r"""Distance of an observed count from its expectation, in standard errors, for counts.
+
+    ``expected`` and ``variance`` are the sums of :math:`u_i` and :math:`u_i(1-u_i)` over
+    the trajectories (independent Bernoulli variables with predicted probabilities
+    :math:`u_i`).  With a continuity correction of half a trajectory and a standard-error
+    floor of half a trajectory,
+
+    .. math::
+
+        z = \operatorname{sign}(o - e)\,\frac{\max(|o - e| - \tfrac12, 0)}
+                                         {\sqrt{\max(v, \tfrac14)}},
+
+    so that where the prediction is almost deterministic (every :math:`u_i` near 0 or 1,
+    :math:`v \to 0`) a count one trajectory off is not a many-sigma deviation, while
+    ordinary counts get the usual normal score.  Works elementwise on arrays and
+    xarray objects.
+    """
+    diff = observed - expected
+    excess = np.maximum(np.abs(diff) - 0.5, 0.0)
+    return np.sign(diff) * excess / np.sqrt(np.maximum(variance, 0.25))

@@ -339,31 +339,34 @@ def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0)))
 
 
 def worst_cell(ds, attention):
-    """``(split, beta, max |z|)`` of the cell of ``attention`` farthest from the prediction."""
+    """``(split, beta, max |z|, time)`` of the cell of ``attention`` farthest from the
+    prediction, and the recorded time where it is farthest."""
     best = None
     for split in ds.split.values:
         for ib in ds.beta_index.values:
             sub = ds.sel(attention=attention, split=split, beta_index=ib)
             z = np.abs(sub.persist_z.values)
-            z = z[np.isfinite(z)]
-            if z.size and (best is None or z.max() > best[2]):
-                best = (str(split), float(sub.beta), float(z.max()))
+            if np.any(np.isfinite(z)):
+                k = int(np.nanargmax(z))
+                if best is None or z[k] > best[2]:
+                    best = (str(split), float(sub.beta), float(z[k]), float(ds.time.values[k]))
     return best
 
 
-def refinement_check(ds, attention, split, beta, *, factors=(1, 4, 16), T=5.0):
-    """Rerun one cell up to ``T`` at ``L * factor`` layers per unit time; return ``{L: max |z|}``.
+def refinement_check(ds, attention, split, beta, t_check, *, factors=(1, 4, 16)):
+    r"""Rerun one cell up to ``t_check`` at ``L * factor`` layers per unit time.
 
-    The limit prediction neglects the discretisation, whose step
-    :math:`|A|\\sigma\\sqrt{d/L}` grows like :math:`e^\\beta` with unnormalised attention.
-    If the distance to the prediction shrinks as L grows, the disagreement belongs to the
-    discretisation, not to the reduction.  Same trajectories count, start and time grid
-    (restricted to ``t <= T``) as ``ds``.
+    Returns ``{L: max |z|}`` over the recorded times up to ``t_check`` (the same grid,
+    trajectory count and start as ``ds``; another seed for each L).  The limit
+    prediction neglects the discretisation, whose step :math:`|A|\sigma\sqrt{d/L}`
+    grows like :math:`e^\beta` with unnormalised attention: a distance that falls within
+    :data:`PERSIST_Z_MAX` at the finest step belongs to the discretisation, not to the
+    reduction.
     """
     m1, m2 = _parse_split(split)
     d, tol, v0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_tol"]), float(ds.attrs["fixed_one_plus_z0"])
     L0, n_traj = int(ds.attrs["fixed_L"]), int(ds.n_traj.max())
-    times = ds.time.values[ds.time.values <= T + 1e-12]
+    times = ds.time.values[ds.time.values <= t_check + 1e-12]
     pred, _ = two_clusters.antipodal_persistence(times, np.array([v0]), beta, d, m1, m2,
                                                  attention=attention, tol=tol)
     pred = pred[:, 0]
@@ -378,3 +381,9 @@ def refinement_check(ds, attention, split, beta, *, factors=(1, 4, 16), T=5.0):
         z = (frac - pred) / np.sqrt(pred * (1 - pred) / n_traj)
         out[L] = float(np.abs(z[informative]).max()) if informative.any() else float("nan")
     return out
+
+
+def discretisation_explains(check) -> bool:
+    """Whether a :func:`refinement_check` puts the cell within :data:`PERSIST_Z_MAX` at its
+    finest step."""
+    return bool(list(check.values())[-1] <= PERSIST_Z_MAX)

@@ -39,6 +39,7 @@ import numpy as np
 from .. import simulate, theory
 from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
+from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
 
@@ -143,10 +144,9 @@ def finish(ds, scale):
         ds["p_antipodal_balanced_predicted"] = ds.predicted_antipodal_balanced / ds.n_traj
         ds.p_antipodal_balanced_predicted.attrs["long_name"] = (
             "limit prediction for balanced splits (Theorem 2 from the overlap at the merge)")
-        se = np.sqrt(ds.predicted_var_balanced)
-        ds["balanced_z"] = ((ds.n_antipodal_balanced - ds.predicted_antipodal_balanced)
-                            / se.where(se > 0))
-        ds.balanced_z.attrs["long_name"] = "balanced splits: (observed - predicted) / SE"
+        ds["balanced_z"] = count_z(ds.n_antipodal_balanced, ds.predicted_antipodal_balanced,
+                                   ds.predicted_var_balanced).where(ds.n_balanced > 0)
+        ds.balanced_z.attrs["long_name"] = "balanced splits: (observed - predicted) / SE (stats.count_z)"
     ds["mean_n_clusters"] = ds.sum_n_clusters / ds.n_traj
     ds.mean_n_clusters.attrs["long_name"] = "mean number of clusters at T"
     d = int(ds.attrs["fixed_d"])

@@ -35,6 +35,7 @@ import numpy as np
 from .. import simulate, two_clusters
 from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
+from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
 
@@ -186,10 +187,9 @@ def finish(ds, scale):
         ds["p_persist_predicted"] = (ds.predicted_merged_split / ds.n_merged_split).where(has)
         ds.p_persist_predicted.attrs["long_name"] = (
             "limit prediction: Kolmogorov solution of the two-cluster diffusion from each merge")
-        se = np.sqrt(ds.predicted_var_merged_split)
-        ds["persist_z"] = ((ds.n_antipodal_merged_split - ds.predicted_merged_split)
-                           / se.where(se > 0))
-        ds.persist_z.attrs["long_name"] = "(observed - predicted) / SE, merged splits"
+        ds["persist_z"] = count_z(ds.n_antipodal_merged_split, ds.predicted_merged_split,
+                                  ds.predicted_var_merged_split).where(has)
+        ds.persist_z.attrs["long_name"] = "(observed - predicted) / SE, merged splits (stats.count_z)"
     ds.minority.attrs["long_name"] = "tokens in the smaller of the two antipodal groups"
     ds.time.attrs["long_name"] = "time t = layer / L"
     ds.attrs.update(scale=scale, figure=ID)
