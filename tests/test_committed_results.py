@@ -83,6 +83,10 @@ def test_paper_verdicts():
     assert fig3["n_traj"] == 40_000
     fig9 = figures.get("fig9").summary(load_committed("fig9"))
     assert (fig9["n_traj"], fig9["T"], fig9["n_tokens"]) == (1000, 1000.0, 8)
+    # the paper's claims of appendix D.2, and the hovering the reduction explains
+    assert all(fig9["verdicts"][k] for k in ("comparable_small", "faster_large",
+                                              "deterministic_plateaus", "stochastic_no_plateau",
+                                              "stochastic_hovers"))
     if "fig6" in COMMITTED:
         fig6 = figures.get("fig6").summary(load_committed("fig6"))
         assert fig6["n_traj"] == 10_000 and fig6["n_tokens"] == [3, 4, 5, 8]
@@ -140,3 +144,6 @@ def test_fig7_depth_check_is_committed_with_the_paper_result():
         drops = fig7.split_drop(ds, float(check.beta.values[0]))
         assert drops[2]["final"] == drops[2]["ref"]
         assert drops[1]["drop"] > 5 * drops[1]["se"]
+    beta = float(check.beta.values[0])
+    verdicts = fig7.depth_check_verdicts(fig7.split_drop(main, beta), fig7.split_drop(check, beta))
+    assert set(verdicts) == {1} and verdicts[1]["persists"]   # 1 vs 3 losses are dynamics

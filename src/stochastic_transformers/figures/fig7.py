@@ -309,6 +309,26 @@ def split_drop(ds, beta, t_ref=None) -> dict:
     return out
 
 
+def depth_check_verdicts(coarse, fine) -> dict:
+    """Compare the relative drops of :func:`split_drop` at L and at 4L, per split.
+
+    For each split with a positive drop at L: ``z`` (coarse minus fine drop over the SE of
+    the difference), ``persists`` (the fine drop exceeds two of its SEs: the losses are
+    not only a discretisation artefact) and ``discretisation_part`` (z > 2: the drop is
+    significantly smaller at the finer step).
+    """
+    out = {}
+    for m in coarse:
+        c, f = coarse[m], fine[m]
+        if not (np.isfinite(c["drop"]) and np.isfinite(f["drop"])) or c["drop"] <= 0:
+            continue
+        se = math.hypot(c["se"], f["se"])
+        z = (c["drop"] - f["drop"]) / se if se > 0 else 0.0
+        out[m] = {"z": float(z), "persists": bool(f["drop"] > 2 * f["se"]),
+                  "discretisation_part": bool(z > 2)}
+    return out
+
+
 def plot(ds):
     """(a) fraction with an antipodal pair (and clustered) vs time; (b) trajectories not
     yet settled; (c) the two-group antipodal configurations by the size of the smaller group."""

@@ -248,8 +248,55 @@ def finish(raw, scale):
     return ds
 
 
+#: Thresholds of the verdicts against the paper's qualitative claims (appendix D.2).
+#: Rates are "comparable" when the ratio of median times to cluster is within this factor.
+COMPARABLE_FACTOR = 3.0
+#: The stochastic model is "markedly faster" at large beta when the deterministic median
+#: time to cluster is at least this many times longer (or infinite).
+FASTER_FACTOR = 3.0
+#: Deterministic "plateaus": median longest stay at least this many times the stochastic
+#: one, and at least half of the trajectories with a stay longer than PLATEAU_LONG.
+PLATEAU_RATIO = 5.0
+PLATEAU_LONG = 10.0
+#: The stochastic model has "no plateaus" when at most this share stays longer than PLATEAU_LONG.
+NO_PLATEAU_SHARE = 0.05
+#: Mostly one cluster: mean number of groups at T at most this.
+ONE_CLUSTER_MEAN = 1.5
+#: Hovering: the large-beta median clustering gap at T exceeds the small-beta one by this
+#: factor, with most trajectories clustered.
+HOVER_FACTOR = 1e3
+
+
+def _verdicts(by, b_small, b_large):
+    """The comparisons with the paper, from the per-(model, beta) numbers."""
+    det_s, sto_s = by[("deterministic", b_small)], by[("stochastic", b_small)]
+    det_l, sto_l = by[("deterministic", b_large)], by[("stochastic", b_large)]
+
+    def ratio(a, b):
+        return a / b if np.isfinite(a) else None
+
+    r_small = ratio(det_s["median_t_clustered"], sto_s["median_t_clustered"])
+    r_large = ratio(det_l["median_t_clustered"], sto_l["median_t_clustered"])
+    return {
+        "beta_small": b_small, "beta_large": b_large,
+        "ratio_small": r_small, "ratio_large": r_large,
+        "comparable_small": r_small is not None
+        and 1 / COMPARABLE_FACTOR <= r_small <= COMPARABLE_FACTOR,
+        "faster_large": r_large is None or r_large >= FASTER_FACTOR,
+        "deterministic_plateaus": det_l["median_longest_plateau"]
+        >= PLATEAU_RATIO * max(sto_l["median_longest_plateau"], 1e-9)
+        and det_l["share_plateau_over_10"] >= 0.5,
+        "stochastic_no_plateau": sto_l["share_plateau_over_10"] <= NO_PLATEAU_SHARE,
+        "one_cluster_small": max(det_s["mean_n_clusters_T"], sto_s["mean_n_clusters_T"])
+        <= ONE_CLUSTER_MEAN,
+        "stochastic_hovers": sto_l["median_gap_T"] > HOVER_FACTOR * max(sto_s["median_gap_T"], 1e-16)
+        and sto_l["p_clustered_T"] > 0.5,
+    }
+
+
 def summary(ds) -> dict:
-    """Numbers the notebook quotes, per (model, beta)."""
+    """Numbers the notebook quotes, per (model, beta), and ``verdicts``: the comparisons
+    with the paper's claims at the smallest and the largest beta (thresholds above)."""
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
            "n_tokens": int(ds.attrs["n_tokens"]), "d": int(ds.attrs["fixed_d"]),
            "tol": float(ds.attrs["tol"]),
@@ -271,6 +318,9 @@ def summary(ds) -> dict:
                 "mean_n_clusters_T": float(s.mean_n_clusters.values[-1]),
                 "median_gap_T": float(s.median_gap.values[-1]),
             }
+    betas = [float(b) for b in ds.beta.values]
+    if len(betas) >= 2 and set(MODELS) <= {str(m) for m in ds.model.values}:
+        out["verdicts"] = _verdicts(out["by"], min(betas), max(betas))
     return out
 
 
