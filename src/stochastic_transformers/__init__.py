@@ -34,7 +34,7 @@ def _configure_numba_cache() -> None:
 
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("rng.py", "attention.py", "simulate.py"):
+    for name in ("_jit.py", "rng.py", "attention.py", "simulate.py"):
         digest.update((here / name).read_bytes())
     base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "stochastic_transformers")

@@ -17,11 +17,13 @@ below then read what the visit recorded:
 * screenshots of three pages are saved in ``test-artifacts/``.
 
 The first three tests need no browser and always run: every notebook is in ``_toc.yml``,
-and two helpers of ``stochastic_transformers.book_assets`` do what the build relies on.
+and two helpers of the build tooling (``tools/stage_book.py``, ``book/_ext/companion_ext.py``)
+do what the build relies on.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
@@ -78,9 +80,18 @@ def test_toc_lists_every_notebook():
     assert len(set(listed)) == len(listed), "a file appears twice in _toc.yml"
 
 
+def _tool(relpath):
+    """A build-tooling module (not part of the library) loaded from its file."""
+    path = Path(__file__).resolve().parents[2] / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_offline_check_flags_what_a_page_would_load():
-    """The build-time check of book_assets finds loads from other hosts, not mere links."""
-    from stochastic_transformers.book_assets import external_loads
+    """The build-time check of the book's extension finds loads from other hosts, not links."""
+    external_loads = _tool("book/_ext/companion_ext.py").external_loads
 
     page = """<link rel="stylesheet" href="https://cdn.example.org/a.css">
     <script src="//cdn.example.org/b.js"></script><img src="https://x.example.org/c.png">
@@ -93,7 +104,7 @@ def test_offline_check_flags_what_a_page_would_load():
 
 
 def test_links_between_notebooks_point_at_executed_copies():
-    from stochastic_transformers.book_assets import link_notebooks
+    link_notebooks = _tool("tools/stage_book.py").link_notebooks
 
     names = {"fig6_antipodal_pairs", "fig7_persistence"}
     text = ("[Figure 7](fig7_persistence.md), [6](./fig6_antipodal_pairs.md#setup), "

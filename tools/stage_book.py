@@ -1,6 +1,6 @@
 """Stage the book for an offline build, and the small Sphinx extension it uses.
 
-``python -m stochastic_transformers.book_assets STAGING_DIR`` makes the math of the
+``python tools/stage_book.py STAGING_DIR`` makes the math of the
 book render without the internet: it copies a locally installed MathJax 3 into
 ``STAGING_DIR/_mathjax/mathjax``.  ``_config.yml`` lists ``_mathjax`` in Sphinx's
 ``html_static_path``, so the site serves it as ``_static/mathjax``, and points
@@ -16,21 +16,6 @@ text source still exists, with their links to sibling ``name.md`` notebooks poin
 at the executed ``name.ipynb``).  It copies only what changed and keeps modification
 times, so that Sphinx's incremental build sees an unchanged tree as unchanged.
 
-The same file is also copied into ``STAGING_DIR/_ext`` and loaded by Sphinx as the
-local extension ``companion_ext`` (it imports nothing from this package, so the
-build never pays for numba).  The extension adds
-
-* the role ``{nb}`Title <notebook_name>``` that links a narrative page to a figure
-  notebook, and prints the title with "(notebook not in this build yet)" while that
-  notebook has not landed, instead of failing the ``-W`` build (a notebook that
-  exists but is missing from ``_toc.yml`` is a warning, hence an error);
-* unnumbered figures: a figure with ``:figclass: unnumbered`` is not numbered by
-  Sphinx, so that the paper's own figure numbers, given in the captions, are the only
-  ones a reader sees;
-* a check, after the HTML is written, that no page loads a script, a style sheet,
-  an image or a font from another host; the build fails if one does;
-* the removal of sphinx-thebe's scripts (Jupyter Book always loads it; thebe is off
-  here) and of scripts that a page would otherwise include twice.
 """
 
 from __future__ import annotations
@@ -51,8 +36,9 @@ MATHJAX_DIRS = ("a11y", "adaptors", "input", "output", "sre", "ui")
 STATIC_DIR = "_mathjax"
 #: where ``make book`` installs npm's ``mathjax`` package.
 DEFAULT_NODE_MODULES = Path("_build") / "node_modules"
-#: the name under which Sphinx loads the extension part of this file.
+#: the name under which Sphinx loads the book's extension, and where it lives in the tree.
 EXTENSION_NAME = "companion_ext"
+EXTENSION_SOURCE = Path(__file__).resolve().parents[1] / "book" / "_ext" / f"{EXTENSION_NAME}.py"
 
 
 # --------------------------------------------------------------------------
@@ -237,13 +223,13 @@ def _same_mtime(src: Path, dst: Path) -> bool:
 
 
 def stage_extension(staging: Path) -> int:
-    """Copy this file to ``staging/_ext`` where ``_config.yml`` loads it as an extension."""
-    return copy_if_changed(Path(__file__).resolve(), staging / "_ext" / f"{EXTENSION_NAME}.py")
+    """Copy the extension to ``staging/_ext`` where ``_config.yml`` loads it."""
+    return copy_if_changed(EXTENSION_SOURCE, staging / "_ext" / f"{EXTENSION_NAME}.py")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stochastic_transformers.book_assets",
+        prog="python tools/stage_book.py",
         description="Stage the book's sources and a local MathJax so that the site builds "
                     "and reads offline.")
     parser.add_argument("staging", help="the folder jupyter-book builds from (e.g. _build/src)")
@@ -259,10 +245,10 @@ def main(argv=None) -> int:
     try:
         es5 = find_mathjax(args.mathjax, root)
     except FileNotFoundError as err:
-        print(f"book_assets: {err}", file=sys.stderr)
+        print(f"stage_book: {err}", file=sys.stderr)
         return 1
     changed = stage_extension(staging)
-    if changed:  # a new version of this file: stage the notebooks afresh
+    if changed:  # a new version of the extension: stage the notebooks afresh
         for path in (staging / "notebooks").glob("*.ipynb"):
             path.unlink()
     if args.executed is not None:
@@ -271,150 +257,8 @@ def main(argv=None) -> int:
     if stale.is_dir():
         shutil.rmtree(stale)
     changed += stage_mathjax(staging, es5)
-    print(f"book_assets: staged {staging} ({changed} file(s) changed; MathJax from {es5})")
+    print(f"stage_book: staged {staging} ({changed} file(s) changed; MathJax from {es5})")
     return 0
-
-
-# --------------------------------------------------------------------------
-# The Sphinx extension (loaded from STAGING/_ext/companion_ext.py)
-# --------------------------------------------------------------------------
-
-#: attributes of tags that make a browser fetch something while rendering a page.
-_LOADING_ATTR = re.compile(
-    r"<(script|link|img|iframe|source|video|audio|embed|object)\b[^>]*?"
-    r"\b(src|href|data)\s*=\s*[\"']((?:https?:)?//[^\"']+)[\"']", re.IGNORECASE)
-_CSS_URL = re.compile(r"url\(\s*[\"']?((?:https?:)?//[^)\"']+)", re.IGNORECASE)
-_CSS_IMPORT = re.compile(r"@import\s+[\"']((?:https?:)?//[^\"']+)", re.IGNORECASE)
-
-
-def external_loads(html: str) -> list[str]:
-    """The external addresses a page would load by itself (links a reader clicks excluded)."""
-    found = []
-    for match in _LOADING_ATTR.finditer(html):
-        tag = match.group(0)
-        if match.group(1).lower() == "link" and re.search(
-                r"rel\s*=\s*[\"'](canonical|alternate|author|license|help|search|next|prev)\b",
-                tag, re.IGNORECASE):
-            continue  # a <link> that names a page is not a load
-        found.append(match.group(3))
-    found += _CSS_URL.findall(html) + _CSS_IMPORT.findall(html)
-    return sorted(set(found))
-
-
-def _nb_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    from docutils import nodes
-    from sphinx import addnodes
-    from sphinx.util.nodes import split_explicit_title
-
-    has_title, title, target = split_explicit_title(text)
-    target = target.strip()
-    if not has_title:
-        title = target
-    node = addnodes.pending_xref(rawtext, refdomain="std", reftype="doc",
-                                 reftarget=f"/notebooks/{target}", refexplicit=True,
-                                 refwarn=True, companion_optional_notebook=target)
-    node += nodes.inline(rawtext, title, classes=["xref", "std", "std-doc"])
-    return [node], []
-
-
-def _missing_notebook(app, env, node, contnode):
-    """A notebook that has not landed yet reads as plain text, not as a broken link."""
-    from docutils import nodes
-
-    target = node.get("companion_optional_notebook")
-    if not target:
-        return None
-    if (Path(app.srcdir) / "notebooks" / f"{target}.ipynb").exists():
-        from sphinx.util import logging
-
-        logging.getLogger(__name__).warning(
-            f"notebook {target!r} exists but _toc.yml does not list it: un-comment its "
-            "line there", location=node, type="companion", subtype="toc")
-    text = nodes.inline("", "", classes=["companion-missing-notebook"])
-    text += nodes.emphasis("", contnode.astext())
-    text += nodes.Text(" (notebook not in this build yet)")
-    return text
-
-
-def _unnumber_figures(app, doctree):
-    """Figures with the class ``unnumbered`` keep the paper's number in their caption.
-
-    Sphinx numbers every figure that has an id.  The ids are set aside when the page is
-    read, so that numbering skips the figure, and put back before it is written.
-    """
-    from docutils import nodes
-
-    for figure in doctree.findall(nodes.figure):
-        if "unnumbered" in figure.get("classes", []) and figure["ids"]:
-            figure["companion_ids"] = list(figure["ids"])
-            figure["ids"] = []
-
-
-def _restore_figure_ids(app, doctree, docname):
-    from docutils import nodes
-
-    for figure in doctree.findall(nodes.figure):
-        if figure.get("companion_ids"):
-            figure["ids"] = list(figure["companion_ids"])
-
-
-def _prune_scripts(app, pagename, templatename, context, doctree):
-    """Drop thebe's scripts (thebe is off, and they name a CDN) and duplicated scripts.
-
-    Jupyter Book always loads sphinx-thebe, which adds its inline configuration again every
-    time documents are read; the second copy redeclares a ``const`` and raises a script
-    error in every page.
-    """
-    scripts = context.get("script_files")
-    if not scripts:
-        return
-    kept, seen = [], set()
-    for js in scripts:
-        filename = str(getattr(js, "filename", js) or "")
-        attributes = dict(getattr(js, "attributes", {}) or {})
-        body = str(attributes.get("body", ""))
-        if filename.endswith("sphinx-thebe.js") or "thebe@" in filename or "THEBE_JS_URL" in body:
-            continue
-        key = (filename, repr(sorted(attributes.items())))
-        if key in seen:
-            continue
-        seen.add(key)
-        kept.append(js)
-    scripts[:] = kept
-
-
-def _check_offline(app, exception):
-    if exception is not None or app.builder.format != "html":
-        return
-    out = Path(app.outdir)
-    problems = []
-    for path in sorted(out.rglob("*.html")) + sorted((out / "_static").rglob("*.css")):
-        ext = external_loads(path.read_text(encoding="utf-8", errors="replace"))
-        problems += [f"{path.relative_to(out)}: {url}" for url in ext]
-    if problems:
-        from sphinx.errors import ExtensionError
-
-        shown = "\n  ".join(problems[:20])
-        raise ExtensionError(
-            f"{len(problems)} resource(s) would be loaded from the internet; the book must "
-            f"read offline:\n  {shown}")
-
-
-def setup(app):
-    """Sphinx entry point."""
-    app.add_role("nb", _nb_role)
-    app.connect("missing-reference", _missing_notebook)
-    app.connect("doctree-read", _unnumber_figures)
-    app.connect("doctree-resolved", _restore_figure_ids)
-    app.connect("html-page-context", _prune_scripts, priority=900)
-    app.connect("build-finished", _check_offline)
-    # A new version of this file invalidates Sphinx's saved environment, so that every
-    # page is written again with it.
-    import hashlib
-
-    digest = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()
-    return {"version": digest[:12], "env_version": int(digest[:8], 16),
-            "parallel_read_safe": True, "parallel_write_safe": True}
 
 
 if __name__ == "__main__":
