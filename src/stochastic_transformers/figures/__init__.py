@@ -40,6 +40,7 @@ from pathlib import Path
 REGISTRY: dict[str, str] = {
     "fig1": "fig1",
     "fig2": "fig2",
+    "overlap": "overlap",
     "fig3": "fig3",
     "fig4": "fig4",
     "fig6": "fig6",
