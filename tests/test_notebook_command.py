@@ -18,7 +18,8 @@ def _run(*args):
 
 def test_every_notebook_has_an_id_and_a_parameters_cell():
     found = notebooks.available()
-    assert {"fig1", "fig3", "thm1", "overlap_trajectories"} <= set(found)
+    assert {"fig1", "fig3", "thm1", "overlap", "clusters"} <= set(found)
+    assert notebooks.find("overlap_trajectories") == found["overlap"]  # by file name too
     for nb_id, path in found.items():
         assert "scale" in notebooks.parameters_of(path), nb_id
 
