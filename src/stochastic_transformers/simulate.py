@@ -122,11 +122,7 @@ def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv
                 s, c = _att.pair_step(s, c, one + w * ksum, 0.0, 0.0,
                                       0.0, one + w * kdiff, 0.0, 0.0)
             else:
-                for k in range(4):
-                    z[k] = _rng.normal(state)
-                z[5] = _rng.normal(state) if d >= 3 else 0.0
-                z[4] = _rng.sqrt_chi2(state, d - 2)
-                z[6] = _rng.sqrt_chi2(state, d - 3)
+                _draw_pair_noise(state, d, z)
                 s, c = _att.pair_layer_stochastic_scaled(s, c, one, h * sigma * ksum,
                                                          h * sigma * kdiff, z)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
@@ -205,6 +201,17 @@ def _token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, in
                           self_scale)
 
 
+@_att.nb.njit(inline="always", **_att._JIT)
+def _layer_scratch(n_tok, d):
+    """Scratch arrays of :func:`_token_layer` for one trajectory (allocated once, reused
+    every layer): att, y, bx (N, d); m (d, N); r (k, N) and g (d, k) with k = min(d, N);
+    v (d, d); weights, self_scale (N,); hv (d,)."""
+    k = min(d, n_tok)
+    return (np.empty((n_tok, d)), np.empty((n_tok, d)), np.empty((d, n_tok)),
+            np.empty((k, n_tok)), np.empty((d, d)), np.empty((d, k)), np.empty((n_tok, d)),
+            np.empty(n_tok), np.empty(n_tok), np.empty(d))
+
+
 @_att.nb.njit(**_PAR)
 def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, softmax, B,
                    b_identity, h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram,
@@ -215,22 +222,12 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
     reduction; 2: hybrid (one normal per layer).  ``init_mode`` 0: i.i.d. uniform
     tokens; 1: the given ``x0[t]``; 2: a uniformly random pair at overlap ``z0``.
     """
-    k = min(d, n_tok)
     for t in _att.nb.prange(n):
         state = np.empty(4, dtype=np.uint64)
         _rng.seed_stream(state, key0, key1, first + t)
         x = np.empty((n_tok, d))
         _init_tokens(state, x, init_mode, x0[t], z0)
-        att = np.empty((n_tok, d))
-        y = np.empty((n_tok, d))
-        m = np.empty((d, n_tok))
-        r = np.empty((k, n_tok))
-        v = np.empty((d, d))
-        g = np.empty((d, k))
-        bx = np.empty((n_tok, d))
-        weights = np.empty(n_tok)
-        self_scale = np.empty(n_tok)
-        hv = np.empty(d)
+        att, y, m, r, v, g, bx, weights, self_scale, hv = _layer_scratch(n_tok, d)
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
@@ -262,7 +259,7 @@ MERGE_ONE_MINUS_OVERLAP = 2.0**-53
 MERGE_CHECK_EVERY = 4
 
 
-@_att.nb.njit(**_att._JIT)
+@_att.nb.njit(inline="always", **_att._JIT)
 def _draw_pair_noise(state, d, z):
     """The seven random numbers of one overlap-chain layer, in the two-token chain's order."""
     for k in range(4):
@@ -418,22 +415,12 @@ def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softma
     set every token to its group's representative and keep the N-token map, so that a run
     differs from ``method="literal"`` with the same seed only by the merge itself.
     """
-    k = min(d, n_tok)
     for t in _att.nb.prange(n):
         state = np.empty(4, dtype=np.uint64)
         _rng.seed_stream(state, key0, key1, first + t)
         x = np.empty((n_tok, d))
         _init_tokens(state, x, init_mode, x0[t], 0.0)
-        att = np.empty((n_tok, d))
-        y = np.empty((n_tok, d))
-        m = np.empty((d, n_tok))
-        r = np.empty((k, n_tok))
-        v = np.empty((d, d))
-        g = np.empty((d, k))
-        bx = np.empty((n_tok, d))
-        weights = np.empty(n_tok)
-        self_scale = np.empty(n_tok)
-        hv = np.empty(d)
+        att, y, m, r, v, g, bx, weights, self_scale, hv = _layer_scratch(n_tok, d)
         labels = np.empty(n_tok, dtype=np.int64)
         reps = np.zeros(2, dtype=np.int64)
         ptr = 0
