@@ -94,7 +94,7 @@ def test_paper_verdicts():
         # and their antipodal pairs appear only at larger beta (the parity effect)
         assert fig6["balanced_agree"] and fig6["odd_all_unbalanced"]
         first = {n: r["first_beta_positive"] for n, r in fig6["per_n"].items()}
-        assert max(first[4], first[8]) < min(first[3], first[5])
+        assert max(first[4], first[8]) < min(first[3], first[5]) and fig6["even_onset_earlier"]
         assert fig6["per_n"][4]["share_balanced_last"] > 0.2
     fig7 = figures.get("fig7").summary(load_committed("fig7"))
     # merged splits follow the Kolmogorov solution of the two-cluster diffusion
@@ -112,9 +112,8 @@ def test_paper_verdicts():
     # to the prediction falls below the bound at 16 times finer steps
     module = figures.get("clusters")
     ds = load_committed("clusters")
-    split, beta, z, t_worst = module.worst_cell(ds, "unnormalized")
-    check = module.refinement_check(ds, "unnormalized", split, beta, max(t_worst, 1.0))
-    assert z > module.PERSIST_Z_MAX and module.discretisation_explains(check)
+    worst = module.explain_worst(ds, "unnormalized")
+    assert worst["z"] > module.PERSIST_Z_MAX and worst["explained"]
     if "fig4" in COMMITTED:
         fig4 = figures.get("fig4").summary(load_committed("fig4"))
         assert fig4["Ls"] == [100, 1000]

@@ -90,6 +90,16 @@ def _uniform_half_angles(state, d):
     return _att.half_angles(g1, math.sqrt(rest))
 
 
+@_att.nb.njit(inline="always", **_att._JIT)
+def _start_pair(state, key0, key1, index, d, init_mode, s0, c0, t):
+    """Seed trajectory ``index``'s stream into ``state``; return its initial half angles:
+    two independent uniform points (``init_mode`` 0) or the given ``(s0[t], c0[t])``."""
+    _rng.seed_stream(state, key0, key1, index)
+    if init_mode == 0:
+        return _uniform_half_angles(state, d)
+    return s0[t], c0[t]
+
+
 @_att.nb.njit(**_PAR)
 def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv_l, epsilon,
                  hybrid, s0, c0, init_mode, s_stop, c_stop, rec_layers, rec_s, rec_c,
@@ -103,11 +113,7 @@ def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv
     """
     for t in _att.nb.prange(n):
         state = np.empty(4, dtype=np.uint64)
-        _rng.seed_stream(state, key0, key1, first + t)
-        if init_mode == 0:
-            s, c = _uniform_half_angles(state, d)
-        else:
-            s, c = s0[t], c0[t]
+        s, c = _start_pair(state, key0, key1, first + t, d, init_mode, s0, c0, t)
         ptr = 0
         while ptr < rec_layers.size and rec_layers[ptr] == 0:
             rec_s[t, ptr] = s
@@ -324,11 +330,7 @@ def _cluster_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, ka
     labels[m1:] = 1
     for t in _att.nb.prange(n):
         state = np.empty(4, dtype=np.uint64)
-        _rng.seed_stream(state, key0, key1, first + t)
-        if init_mode == 0:
-            s, c = _uniform_half_angles(state, d)
-        else:
-            s, c = s0[t], c0[t]
+        s, c = _start_pair(state, key0, key1, first + t, d, init_mode, s0, c0, t)
         merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
         ptr = 0
         while ptr < rec_layers.size and rec_layers[ptr] == 0:

@@ -61,9 +61,9 @@ import itertools
 import json
 import logging
 import math
-import sys
 import os
 import re
+import sys
 import time
 import zipfile
 from collections.abc import Mapping
@@ -741,8 +741,7 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
         if reference is not None and hits:
             # Fresh cells define the outputs: cached ones that disagree are stale too.
             again = _stale_hits(hits, set(reference), name)
-            if again:
-                bar.total += len(again)
+            if again:   # they replace their hits: the bar's total stays the number of cells
                 pending.extend(again)
                 n_cached = len(hits)
                 compute(again)

@@ -383,6 +383,17 @@ def refinement_check(ds, attention, split, beta, t_check, *, factors=(1, 4, 16))
     return out
 
 
+def explain_worst(ds, attention) -> dict:
+    """The farthest cell of ``attention`` and its :func:`refinement_check`, rerun to the
+    first recorded time at or after both the worst miss and t = 1; ``explained`` is
+    :func:`discretisation_explains` of the check."""
+    split, beta, z, t_worst = worst_cell(ds, attention)
+    t_check = float(ds.time.values[ds.time.values >= max(t_worst, 1.0)][0])
+    check = refinement_check(ds, attention, split, beta, t_check)
+    return {"split": split, "beta": beta, "z": z, "t_worst": t_worst, "t_check": t_check,
+            "check": check, "explained": discretisation_explains(check)}
+
+
 def discretisation_explains(check) -> bool:
     """Whether a :func:`refinement_check` puts the cell within :data:`PERSIST_Z_MAX` at its
     finest step."""

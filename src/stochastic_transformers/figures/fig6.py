@@ -260,6 +260,12 @@ def summary(ds) -> dict:
             )
         per_n[int(n)] = row
     out["per_n"] = per_n
+    # The parity effect: the antipodal band leaves zero at a smaller beta for every even N
+    # than for any odd N (None when the run lacks one parity).
+    first = {n: r["first_beta_positive"] for n, r in per_n.items()}
+    even = [b for n, b in first.items() if n % 2 == 0]
+    odd = [b for n, b in first.items() if n % 2 == 1]
+    out["even_onset_earlier"] = (bool(max(even) < min(odd)) if even and odd else None)
     last = ds.isel(beta=-1)
     out["increasing_in_n_at_last_beta"] = bool(np.all(np.diff(last.p_antipodal_pair.values) >= 0))
     theory_last = float(ds.p_two_token_theory.values[-1])
