@@ -237,15 +237,25 @@ def _domain(beta, d, attention, sigma, model, epsilon, t, x_in):
 def _generator(xs, beta, d, attention, sigma, model, epsilon):
     r"""4th-order finite-difference matrix of :math:`\mu\partial_x + \tfrac12\nu^2\partial_x^2`, banded.
 
-    Centred 5-point stencils inside, 3-point ones next to the ends, and zero rows at
-    the two Dirichlet ends (their values stay frozen).  Returned in LAPACK band
-    storage for :func:`scipy.linalg.solve_banded` with (l, u) = (2, 2):
-    ``ab[2 - k, i + k]`` holds the entry (i, i + k).
+    See :func:`banded_generator`; the coefficients are those of the overlap diffusion.
     """
-    n = len(xs)
-    h = xs[1] - xs[0]
     mu, nu = _x_coefficients(np.tanh(xs), beta, d, attention, sigma, model, epsilon)
-    half_nu2 = 0.5 * nu**2
+    return banded_generator(xs[1] - xs[0], mu, 0.5 * nu**2)
+
+
+def banded_generator(h, mu, half_nu2):
+    r"""4th-order finite-difference matrix of :math:`\mu\partial_x + \tfrac12\nu^2\partial_x^2`.
+
+    On a uniform grid of step ``h`` with the coefficients ``mu`` and ``half_nu2`` given at
+    its points: centred 5-point stencils inside, 3-point ones next to the ends, and zero
+    rows at the two Dirichlet ends (their values stay frozen).  Returned in LAPACK band
+    storage for :func:`scipy.linalg.solve_banded` with (l, u) = (2, 2): ``ab[2 - k, i + k]``
+    holds the entry (i, i + k).  Any one-dimensional diffusion solved with
+    :func:`_propagate` goes through it.
+    """
+    mu = np.asarray(mu, dtype=float)
+    half_nu2 = np.asarray(half_nu2, dtype=float)
+    n = len(mu)
     diags = {k: np.zeros(n) for k in (-2, -1, 0, 1, 2)}
     inner = np.arange(2, n - 2)
     m, q = mu[inner], half_nu2[inner]

@@ -53,8 +53,9 @@ from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_
 SIMULATION_CODE_VERSION = "2"  # 2: N >= 3 Gaussian tokens take the reduced path
 
 VALUE_LAWS = ("gaussian", "uniform", "rademacher")
-MODELS = ("stochastic", "hybrid")
-METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap")
+MODELS = ("stochastic", "hybrid", "random_attention")
+METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap",
+           "subspace")
 _CHAINS = ("overlap_chain", "cluster_chain", "reduced")  # methods that can stop early
 
 
@@ -500,6 +501,13 @@ def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softma
 # ----------------------------------------------------------------------------- API
 
 def _resolve_method(method, model, n_tokens, d, values, b_is_identity, split):
+    if model == "random_attention":
+        if method not in ("auto", "literal", "subspace"):
+            raise ValueError("model='random_attention' runs with method 'auto' (= 'subspace', "
+                             f"the exact subspace reductions) or 'literal'; got {method!r}")
+        return "subspace" if method == "auto" else method
+    if method == "subspace":
+        raise ValueError("method='subspace' belongs to model='random_attention'")
     gaussian_b = b_is_identity and model == "stochastic" and values == "gaussian"
     chain_ok = n_tokens == 2 and b_is_identity and (model == "hybrid" or values == "gaussian")
     if split is not None:
@@ -544,7 +552,7 @@ def full_method(n_tokens, d):
 def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="gaussian",
              sigma=1.0, model="stochastic", epsilon=0.0, method="auto", seed=0, times=None,
              B=None, x0=None, z0=None, split=None, stop_level=None, tol=1e-3, n_threads=None,
-             first_trajectory=0, progress=False):
+             first_trajectory=0, progress=False, n_heads=1, sigma_qk=1.0, eta=None):
     r"""Simulate the discrete deep-transformer model and return the final Gram matrices.
 
     Stochastic model (paper eq. 4), :math:`h = L^{-1/2}`:
@@ -554,6 +562,14 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     :math:`X^i_{n+1} = \operatorname{normalize}(X^i_n + w_{n+1} A_\beta(X^i_n, X_n))`,
     :math:`w_{n+1} = 1/L + \varepsilon\,\xi_{n+1}/\sqrt L`; :math:`\varepsilon = 0` is the
     deterministic attention flow.  ``T * L`` layers are run (time :math:`t = n/L`).
+
+    Random-attention model (the follow-up of Koubbi, Geshkovski and Rigollet;
+    :mod:`stochastic_transformers.random_attention`): ``n_heads`` heads, and in every layer
+    and head fresh Gaussian :math:`V_h` (entries :math:`N(0,\sigma^2)`) and
+    :math:`A_h = W_h W_h'^\top` (entries of :math:`W, W'` :math:`N(0,\sigma_{qk}^2)`):
+    :math:`X^i \leftarrow \operatorname{normalize}(X^i + \frac{\eta}{H}\sum_h V_h m_h(X^i))`,
+    :math:`m_h(x_i) = \sum_j \operatorname{softmax}_j(\beta\langle A_h x_i, x_j\rangle)x_j`,
+    :math:`\eta = L^{-1/2}` unless given.
 
     Parameters
     ----------
@@ -577,10 +593,10 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         Rademacher :math:`\pm\sigma`).  Ignored by the hybrid model.
     sigma : float
         Standard deviation of the entries of V, > 0.
-    model : {"stochastic", "hybrid"}
+    model : {"stochastic", "hybrid", "random_attention"}
     epsilon : float
         Noise level of the hybrid model, >= 0 (must be 0 for the stochastic model).
-    method : {"auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap"}
+    method : {"auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap", "subspace"}
         ``auto`` picks the fastest exact method for the request: the overlap chain for
         two tokens, the weighted chain for a ``split``, and ``reduced`` for N >= 3
         Gaussian tokens with B = identity: the N-token map until the tokens occupy at
@@ -589,6 +605,8 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         ``full_method(n_tokens, d)`` names the plain N-token map.  ``snap`` (for
         validation) keeps the literal N-token map but makes coinciding tokens coincide
         exactly: with the same seed it differs from ``literal`` only by the merge.
+        The random-attention model has ``literal`` (every matrix in full) and ``subspace``
+        (its default: the matrices act only on the span of the tokens, exact in law).
     seed : int
         Seed of the per-block random streams (see the module docstring).
     times : sequence of float, optional
@@ -621,6 +639,15 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         one big ensemble and get the bits of the whole run.
     progress : bool
         Show a progress bar over trajectories.
+    n_heads : int
+        Random-attention model only: heads per layer, >= 1.
+    sigma_qk : float
+        Random-attention model only: standard deviation of the entries of the key and
+        query factors :math:`W, W'`, > 0.
+    eta : float, optional
+        Random-attention model only: residual step, > 0 (default :math:`L^{-1/2}`).  The
+        limit diffusion runs on the clock :math:`\tau = (T L)\,\eta^2\sigma^2/H`
+        (``attrs["noise_clock"]``).
 
     Returns
     -------
@@ -649,8 +676,8 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     sigma = check_real("sigma", sigma, 0.0, strict_min=True)
     model = check_choice("model", model, MODELS)
     epsilon = check_real("epsilon", epsilon, 0.0)
-    if model == "stochastic" and epsilon != 0.0:
-        raise ValueError("epsilon must be 0 for model='stochastic' (it is the hybrid model's "
+    if model != "hybrid" and epsilon != 0.0:
+        raise ValueError(f"epsilon must be 0 for model={model!r} (it is the hybrid model's "
                          f"noise level); got {epsilon}")
     method = check_choice("method", method, METHODS)
     seed = check_int("seed", seed, 0)
@@ -658,6 +685,23 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
     first_trajectory = check_int("first_trajectory", first_trajectory, 0)
     n_threads = None if n_threads is None else check_int("n_threads", n_threads, 1)
     n_layers = check_whole_layers(T, L)
+    if model == "random_attention":
+        from .random_attention import check_knobs
+
+        n_heads, sigma_qk, eta = check_knobs(n_heads, sigma_qk, eta, L)
+        if attention != "softmax" or values != "gaussian":
+            raise ValueError("model='random_attention' is the follow-up's Gaussian model: it "
+                             "needs attention='softmax' and values='gaussian'")
+        if B is not None or split is not None:
+            raise ValueError("model='random_attention' draws its own key-query matrices every "
+                             "layer: B and split do not apply")
+        if stop_level not in (None, 0, 0.0):
+            raise ValueError("stop_level applies to the overlap chains of model='stochastic'; "
+                             "model='random_attention' has no early stopping")
+        stop_level = 0.0
+    elif n_heads != 1 or sigma_qk != 1.0 or eta is not None:
+        raise ValueError("n_heads, sigma_qk and eta belong to model='random_attention'; got "
+                         f"model={model!r}")
     if B is None:
         B_arr = np.eye(d)
         b_is_identity = True
@@ -722,14 +766,14 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         data, stopped = _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h,
                              sigma, inv_l, epsilon, values, B_arr, b_is_identity, x0_arr, z0,
                              split, s_stop, c_stop, rec, inverse, times, key0, key1,
-                             first_trajectory, progress)
+                             first_trajectory, progress, (n_heads, sigma_qk, eta))
     coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
     if times is not None:
         coords["time"] = times_arr
     ds = xr.Dataset(data, coords=coords)
     ds.attrs.update(dict(
         n_tokens=n_tokens, d=d, beta=beta, n_traj=n_traj, L=L, T=T, n_layers=n_layers,
-        attention=attention, values=values if model == "stochastic" else "none",
+        attention=attention, values=values if model != "hybrid" else "none",
         sigma=sigma, model=model, epsilon=epsilon, method=method, seed=seed,
         B="identity" if b_is_identity else repr(B_arr.tolist()),
         z0="uniform" if z0 is None and x0 is None else ("given" if x0 is not None else z0),
@@ -740,6 +784,11 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         first_trajectory=first_trajectory, code_version=SIMULATION_CODE_VERSION,
         wall_time_s=time.perf_counter() - t_start,
     ))
+    if model == "random_attention":
+        from .random_attention import noise_clock
+
+        ds.attrs.update(n_heads=n_heads, sigma_qk=sigma_qk, eta=eta,
+                        noise_clock=noise_clock(n_layers, eta, sigma, n_heads))
     return ds
 
 
@@ -797,7 +846,7 @@ def _check_memory(method, n_traj, n_tokens, d, n_times, x0_given):
 
 def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, inv_l,
          epsilon, values, B_arr, b_is_identity, x0_arr, z0, split, s_stop, c_stop, rec, inverse,
-         times, key0, key1, first_trajectory, progress):
+         times, key0, key1, first_trajectory, progress, random_knobs):
     """Run the kernels of :func:`simulate` (arguments validated there); return the data."""
     # Trajectories run in slices only so that a progress bar can move; the bits do not
     # depend on the slicing because every trajectory owns its stream.
@@ -809,7 +858,19 @@ def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, 
 
         bar = tqdm(total=n_traj, desc=f"simulate ({method})", unit="traj")
     data = {}
-    if method == "overlap_chain":
+    if model == "random_attention":
+        from . import random_attention as _ra
+
+        n_heads, sigma_qk, eta = random_knobs
+        x_out, rec_gram = _ra.run(method, n_traj, n_tokens, d, n_layers, n_heads, beta, sigma,
+                                  sigma_qk, eta, x0_arr, z0, rec, key0, key1, first_trajectory,
+                                  bounds, bar)
+        data["gram"] = (("trajectory", "i", "j"), np.einsum("tia,tja->tij", x_out, x_out))
+        data["tokens"] = (("trajectory", "i", "component"), x_out)
+        if times is not None:
+            data["gram_t"] = (("trajectory", "time", "i", "j"), rec_gram[:, inverse])
+        stopped = np.full(n_traj, -1)
+    elif method == "overlap_chain":
         s_out, c_out = np.empty(n_traj), np.empty(n_traj)
         stopped = np.empty(n_traj, dtype=np.int64)
         rec_s, rec_c = np.empty((n_traj, rec.size)), np.empty((n_traj, rec.size))

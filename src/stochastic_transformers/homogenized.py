@@ -1,0 +1,392 @@
+r"""Limits of the random-attention model (Koubbi, Geshkovski and Rigollet's homogenised transformer).
+
+The layer (:mod:`stochastic_transformers.random_attention`) adds to token :math:`i` the
+increment :math:`u_i = \frac{\eta}{H}\sum_h V_h m_h(x_i)`.  Given the key-query matrices it
+is centred Gaussian with :math:`\operatorname{Cov}(u_i, u_j) = \varepsilon\, c^{(A)}_{ij} I_d`,
+:math:`\varepsilon = \eta^2\sigma^2/H` and :math:`c^{(A)}_{ij} = \frac1H\sum_h\langle m_h(x_i),
+m_h(x_j)\rangle`.  Expanding the normalisation to second order (our derivation; the
+follow-up's displayed formulas were lost in the text extraction) gives, with
+:math:`c_{ij} = E_A\langle m(x_i), m(x_j)\rangle` and the noise clock
+:math:`\tau = (\text{layers})\,\varepsilon`,
+
+.. math::
+
+    dR_{ij} = \bigl[c_{ij}(d - 2 + R_{ij}^2) - \tfrac{d-1}{2}(c_{ii} + c_{jj})R_{ij}\bigr]d\tau
+              + dM_{ij},\qquad
+    d\langle M_{ij}\rangle = (1 - R_{ij}^2)\bigl(c_{ii} + c_{jj} - 2c_{ij}R_{ij}\bigr)d\tau .
+
+There is no attention drift (E V = 0): only the common noise and the Ito correction of
+the normalisation.  At :math:`\beta = 0`, :math:`c_{ij} = |\bar x|^2` for all pairs and the
+drift is :math:`|\bar x|^2(1 - R_{ij})(d - 2 - R_{ij})`: the common noise synchronises.
+
+**Two tokens** (ours).  Write :math:`m_1 = \frac{x_1+x_2}2 + q_1(x_1 - x_2)`,
+:math:`m_2 = \frac{x_1+x_2}2 - q_2(x_1 - x_2)` with :math:`q_i = p_i - \frac12` and
+:math:`p_i` the weight token i gives itself.  The two score differences are
+:math:`a = \beta(S + D)`, :math:`b = \beta(S - D)` with independent
+:math:`S = \sigma_{qk}^2(1-R)\rho\,n_1`, :math:`D = \sigma_{qk}^2\sqrt{1-R^2}\,\rho\, n_2`,
+:math:`n_1, n_2` standard normal and :math:`\rho^2 \sim \chi^2_d` (the key-query vectors of
+the two tokens are Gaussian with covariance :math:`\sigma_{qk}^2 R\, I_d`).  With
+:math:`r = \cosh\beta D/\cosh\beta S`:
+
+.. math::
+
+    1 + 4q_1q_2 = \frac{2}{1+r},\quad q_1 + q_2 = \frac{\tanh\beta S}{1 + r},\quad
+    q_1 - q_2 = \frac{r\tanh\beta D}{1 + r},
+
+all free of cancellation, and in :math:`x = \operatorname{atanh}R`, :math:`w = 1 + R`,
+
+.. math::
+
+    \nu^2 = E[1 + 4q_1q_2] + \frac{2}{w}E[(q_1-q_2)^2],\qquad
+    \mu = \frac{d-1-w}{2} + \frac{d-1}{w}E[(q_1-q_2)^2] - (d-1)E[q_1^2+q_2^2]
+          + 2(2-w)E[q_1q_2] + R\,\nu^2 .
+
+The expectations are three-dimensional integrals (over :math:`\rho, n_1, n_2`), done by
+Gauss quadrature.  With :math:`q_1 = q_2 = \frac12\tanh\frac{\beta(1-R)}2` (a fixed
+:math:`A = I`) these are the main paper's coefficients (tested).  At :math:`R = -1`,
+:math:`\mu \to \frac{d-3}{2} - 2(d-1)E[q^2] + (d-3)\lambda` with
+:math:`\lambda = \lim E[(q_1-q_2)^2]/w`: antipodal pairs attract iff this is negative.
+
+**Many tokens, high dimension.**  At :math:`\beta = 0` the mean overlap
+:math:`m = |\bar x|^2` has drift :math:`m[(d-1)(1-m) - \frac1{n^2}\sum_{ij}(1-R_{ij}^2)]` and a
+martingale part :math:`O(d^{-1})` smaller: on the clock :math:`t = d\tau`, :math:`m` follows
+the logistic law :math:`\dot u = u(1-u)` up to :math:`O(1/d)` (the follow-up's Theorem 3).
+
+**Simplex.**  For :math:`R = (1-\gamma)I + \gamma\mathbf 1\mathbf 1^\top`, :math:`c_{ij} = \gamma +
+(1-\gamma)g(\gamma)` and :math:`c_{ii} = \gamma + (1-\gamma)f(\gamma)` with
+:math:`f = E\sum_k\pi_{ik}^2`, :math:`g = E\sum_k\pi_{ik}\pi_{jk}`, so every off-diagonal
+overlap has the drift :math:`b(\gamma) = [\gamma + (1-\gamma)g](d-2+\gamma^2) - (d-1)\gamma[\gamma
++ (1-\gamma)f]` (the follow-up's Theorem 2 scalar dynamics, constant recovered here).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import integrate, interpolate, special
+
+from ._validation import check_int, check_real
+
+__all__ = ["pair_coefficients", "pair_moments", "overlap_moments", "antipodal_limit",
+           "antipodal_attracting", "logistic", "simplex_moments", "simplex_drift",
+           "simplex_path", "uniform_overlap_density"]
+
+#: Largest score scale beta * sigma_qk^2 accepted (the quadrature resolves the attention's
+#: switch from one token to the other on the scale 1 / (beta sigma_qk^2)).
+BETA_QK_MAX = 20.0
+
+
+def _check_pair(beta, d, sigma_qk):
+    beta = check_real("beta", beta, 0.0)
+    d = check_int("d", d, 2)
+    sigma_qk = check_real("sigma_qk", sigma_qk, 0.0, strict_min=True)
+    if beta * sigma_qk**2 > BETA_QK_MAX:
+        raise ValueError(f"beta * sigma_qk^2 must be <= {BETA_QK_MAX}; got {beta * sigma_qk**2}")
+    return beta, d, sigma_qk
+
+
+def _chi_nodes(d, scale, m):
+    r"""Nodes and weights for :math:`E F(\rho)`, :math:`\rho^2 \sim \chi^2_d`, where F varies on
+    the scale 1/scale near 0: Gauss-Legendre in :math:`y = \operatorname{asinh}(c\rho)`,
+    :math:`c = \max(1, \text{scale})`, on :math:`[0, \sqrt d + 10]` (the tail beyond is
+    below 1e-20)."""
+    c = max(1.0, float(scale))
+    y01, w01 = _legendre(m)
+    top = math.asinh(c * (math.sqrt(d) + 10.0))
+    y = top * y01
+    rho = np.sinh(y) / c
+    log_density = ((d - 1) * np.log(np.maximum(rho, 1e-300)) - 0.5 * rho * rho
+                   - (d / 2.0 - 1.0) * math.log(2.0) - special.gammaln(d / 2.0))
+    return rho, top * w01 * np.cosh(y) / c * np.exp(log_density)
+
+
+@functools.lru_cache(maxsize=None)
+def _legendre(m):
+    y, w = np.polynomial.legendre.leggauss(m)
+    return 0.5 * (y + 1.0), 0.5 * w
+
+
+def _half_normal_nodes(scale, m):
+    r"""Nodes and weights for :math:`2\int_0^\infty \varphi(n) F(\text{scale}\cdot n)\,dn`.
+
+    The integrands vary on the scale 1/scale near 0 (the attention switches) and on the
+    scale 1 of the Gaussian: in :math:`y = \operatorname{asinh}(c\,n)`, :math:`c = \max(1,
+    \text{scale})`, both are smooth, and Gauss-Legendre on :math:`[0, \operatorname{asinh}(9c)]`
+    converges fast.  ``scale`` is an array (one rule per entry): shape (len(scale), m).
+    """
+    c = np.maximum(1.0, np.asarray(scale, dtype=float))[:, None]
+    y01, w01 = _legendre(m)
+    top = np.arcsinh(9.0 * c)
+    y = top * y01[None, :]
+    n = np.sinh(y) / c
+    w = top * w01[None, :] * np.cosh(y) / c * 2.0 * np.exp(-0.5 * n * n) / math.sqrt(2 * math.pi)
+    return n, w
+
+
+def _log_cosh(y):
+    y = np.abs(y)
+    return y + np.log1p(np.exp(-2.0 * y)) - math.log(2.0)
+
+
+def pair_moments(x, beta, d, sigma_qk=1.0, *, n_normal=64, n_chi=32):
+    r"""The four attention moments of two tokens at overlap :math:`R = \tanh x` (random A).
+
+    Returns ``(e_p, e_sq, e_q1q2, e_dif2_w)``: :math:`E[1 + 4q_1q_2]`, :math:`E[q_1^2+q_2^2]`,
+    :math:`E[q_1q_2]`, :math:`E[(q_1-q_2)^2]/(1+R)` (module docstring), arrays like ``x``.
+    ``x`` is the atanh of the overlap so that both :math:`1 \pm R` are exact near the poles.
+    The integrands are even in :math:`n_1` and in :math:`n_2`, so both run over half-lines
+    (:func:`_half_normal_nodes`, ``n_normal`` points each) and :math:`\rho` by ``n_chi``
+    points (:func:`_chi_nodes`), each rule adapted to the scale on which the attention
+    switches.
+    """
+    beta, d, sigma_qk = _check_pair(beta, d, sigma_qk)
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    one_minus = 2.0 / (1.0 + np.exp(np.clip(2.0 * x, -700, 700)))
+    one_plus = 2.0 / (1.0 + np.exp(np.clip(-2.0 * x, -700, 700)))
+    out = np.empty((4, x.size))
+    bq = beta * sigma_qk**2
+    for k in range(x.size):
+        rho, w_rho = _chi_nodes(d, bq * max(one_minus[k], math.sqrt(one_minus[k] * one_plus[k])),
+                                n_chi)
+        c1 = bq * one_minus[k] * rho                          # beta S = c1 n1
+        ct = bq * math.sqrt(one_minus[k]) * rho               # beta D / sqrt(1 + R) = ct n2
+        c2 = ct * math.sqrt(one_plus[k])                      # beta D = c2 n2
+        n1, w1 = _half_normal_nodes(c1, n_normal)             # (n_chi, m)
+        n2, w2 = _half_normal_nodes(c2, n_normal)
+        a = (c1[:, None] * n1)[:, :, None]                    # (n_chi, m, 1)
+        b = (c2[:, None] * n2)[:, None, :]                    # (n_chi, 1, m)
+        b_tilde = (ct[:, None] * n2)[:, None, :]
+        r = np.exp(np.clip(_log_cosh(b) - _log_cosh(a), -700.0, 700.0))
+        p = 2.0 / (1.0 + r)
+        total = np.tanh(a) / (1.0 + r)
+        safe_b = np.where(b > 1e-8, b, 1.0)
+        tanh_over = np.where(b > 1e-8, np.tanh(b) / safe_b, 1.0)
+        dif_w = (tanh_over * b_tilde * r / (1.0 + r)) ** 2   # (q1 - q2)^2 / (1 + R)
+        dif2 = dif_w * one_plus[k]
+        weight = w_rho[:, None, None] * w1[:, :, None] * w2[:, None, :]
+        out[0, k] = np.sum(weight * p)
+        out[1, k] = np.sum(weight * 0.5 * (total**2 + dif2))
+        out[2, k] = np.sum(weight * 0.25 * (p - 1.0))
+        out[3, k] = np.sum(weight * dif_w)
+    return out[0], out[1], out[2], out[3]
+
+
+def _x_coefficients(x, d, e_p, e_sq, e_q1q2, e_dif2_w):
+    """Drift and squared diffusion of atanh(R) per unit of the noise clock, from the moments."""
+    one_plus = 2.0 / (1.0 + np.exp(np.clip(-2.0 * x, -700, 700)))
+    R = np.tanh(x)
+    nu2 = e_p + 2.0 * e_dif2_w
+    mu = ((d - 1.0 - one_plus) / 2.0 + (d - 1.0) * e_dif2_w - (d - 1.0) * e_sq
+          + 2.0 * (2.0 - one_plus) * e_q1q2 + R * nu2)
+    return mu, nu2
+
+
+def pair_coefficients(x, beta, d, sigma_qk=1.0, **quad):
+    r"""Drift :math:`\mu` and :math:`\nu^2` of :math:`X = \operatorname{atanh}\langle x_1, x_2\rangle`
+    per unit of the noise clock :math:`\tau` (module docstring), two tokens, random A."""
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    return _x_coefficients(x, d, *pair_moments(x, beta, d, sigma_qk, **quad))
+
+
+def fixed_identity_coefficients(x, beta, d):
+    """The same formulas with a fixed A = I (q1 = q2 = tanh(beta (1 - R) / 2) / 2): the main
+    paper's two-token coefficients, for tests."""
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    one_minus = 2.0 / (1.0 + np.exp(np.clip(2.0 * x, -700, 700)))
+    q = 0.5 * np.tanh(0.5 * beta * one_minus)
+    return _x_coefficients(x, d, 1.0 + 4.0 * q * q, 2.0 * q * q, q * q, 0.0 * q)
+
+
+def antipodal_attracting(beta, d, sigma_qk=1.0):
+    r"""Limit drift of :math:`\operatorname{atanh}R` at :math:`R = -1` (negative: antipodal
+    pairs are reached with positive probability)."""
+    mu, _ = pair_coefficients(np.array([-40.0]), beta, d, sigma_qk)
+    return float(mu[0])
+
+
+def uniform_overlap_density(x, d):
+    r"""Density in :math:`x = \operatorname{atanh}R` of the overlap of two independent uniform
+    points of :math:`S^{d-1}`: :math:`\propto (1 - R^2)^{(d-1)/2}`."""
+    d = check_int("d", d, 2)
+    x = np.asarray(x, dtype=float)
+    log_c = special.gammaln(d / 2.0) - 0.5 * math.log(math.pi) - special.gammaln((d - 1) / 2.0)
+    return np.exp(log_c - (d - 1) * _log_cosh(x))  # 1 - tanh^2 = sech^2
+
+
+class _PairTable:
+    """The coefficients tabulated on [-X, X] and splined (they are smooth in x)."""
+
+    def __init__(self, beta, d, sigma_qk, x_max=24.0, **quad):
+        # dense where the attention switches (|x| < 3), sparse towards the poles
+        xs = np.unique(np.concatenate([np.linspace(-x_max, -3.0, 43), np.linspace(-3.0, 3.0, 241),
+                                       np.linspace(3.0, x_max, 43)]))
+        mu, nu2 = pair_coefficients(xs, beta, d, sigma_qk, **quad)
+        self.x_max = x_max
+        self.mu = interpolate.CubicSpline(xs, mu)
+        self.nu2 = interpolate.CubicSpline(xs, nu2)
+
+
+@functools.lru_cache(maxsize=64)
+def _table(beta, d, sigma_qk):
+    return _PairTable(beta, d, sigma_qk)
+
+
+def overlap_moments(tau, beta, d, sigma_qk=1.0, *, z0=None, h=None, x_max=None):
+    r"""Limit :math:`E[R_\tau]`, :math:`E[R_\tau^2]` and :math:`E[(R_\tau - R_0)^2]` for two tokens.
+
+    Backward Kolmogorov equation of :math:`X = \operatorname{atanh}R` on :math:`[-X, X]`
+    (Dirichlet ends: :math:`\pm1` are fixed points), 4th-order differences and the
+    L-stable Pade steps of :mod:`stochastic_transformers.sde`, one grid halving as error
+    estimate; averaged over the uniform initial overlap (``z0=None``) or at ``z0``.
+    Returns ``(mean, second, msd, error)``, arrays over ``tau`` (error: the largest
+    change of the three under the halving).
+    """
+    from .sde import _propagate, banded_generator
+
+    taus = np.atleast_1d(np.asarray(tau, dtype=float))
+    if taus.ndim != 1 or np.any(taus <= 0) or np.any(~np.isfinite(taus)):
+        raise ValueError("tau must be positive and finite")
+    if z0 is not None:
+        z0 = check_real("z0", z0, -1.0, 1.0)
+        if abs(z0) >= 1.0:
+            raise ValueError("z0 must lie in the open interval (-1, 1)")
+    table = _table(float(beta), int(d), float(sigma_qk))
+    x_max = table.x_max if x_max is None else x_max
+    h = h or min(0.05, 0.05 / max(1.0, beta * sigma_qk**2))
+    order = np.argsort(taus)
+    results = []
+    for step in (2 * h, h):
+        n = int(round(2 * x_max / step)) + 1
+        xs = np.linspace(-x_max, x_max, n)
+        ab = banded_generator(xs[1] - xs[0], table.mu(xs), 0.5 * table.nu2(xs))
+        zs = np.tanh(xs)
+        u = _propagate(ab, zs, taus[order], 1e-9)
+        u2 = _propagate(ab, zs * zs, taus[order], 1e-9)
+        if z0 is None:
+            dens = uniform_overlap_density(xs, d)
+            wq = dens * (xs[1] - xs[0])
+            wq /= wq.sum()
+            mean = wq @ u
+            second = wq @ u2
+            msd = wq @ (u2 - 2.0 * zs[:, None] * u) + wq @ (zs * zs)
+        else:
+            x0 = math.atanh(z0)
+            mean = np.array([interpolate.CubicSpline(xs, u[:, j])(x0) for j in range(u.shape[1])])
+            second = np.array([interpolate.CubicSpline(xs, u2[:, j])(x0)
+                               for j in range(u.shape[1])])
+            msd = second - 2.0 * z0 * mean + z0 * z0
+        results.append(np.stack([mean, second, msd]))
+    err = np.max(np.abs(results[1] - results[0]), axis=0)
+    inv = np.empty_like(order)
+    inv[order] = np.arange(order.size)
+    mean, second, msd = results[1][:, inv]
+    return mean, second, msd, err[inv]
+
+
+def antipodal_limit(beta, d, sigma_qk=1.0, *, z0=None, x_max=None):
+    r"""Limit probability that two tokens end antipodal (:math:`R_\tau \to -1`), random A.
+
+    Scale function :math:`s'(x) = \exp(-\int_0^x 2\mu/\nu^2)`:
+    :math:`P = \int_{x_0}^\infty s' / \int_{-\infty}^\infty s'`, with the constant-coefficient
+    tails beyond :math:`\pm X` integrated in closed form; 0 when :math:`-1` repels
+    (:func:`antipodal_attracting` >= 0).  Averaged over the uniform initial overlap unless
+    ``z0`` is given.
+    """
+    beta, d, sigma_qk = _check_pair(beta, d, sigma_qk)
+    if z0 is not None:
+        z0 = check_real("z0", z0, -1.0, 1.0)
+    if antipodal_attracting(beta, d, sigma_qk) >= 0.0:
+        return 0.0
+    table = _table(float(beta), int(d), float(sigma_qk))
+    return _exit_probability(table.mu, table.nu2, table.x_max if x_max is None else x_max, d, z0)
+
+
+def _exit_probability(mu, nu2, x_max, d, z0):
+    r"""P(X -> -inf) for the diffusion with coefficients ``mu(x)``, ``nu2(x)`` (callables),
+    constant beyond ``x_max`` with an attracting end on each side; uniform start unless
+    ``z0``.  Scale density :math:`s' = e^{-\phi}`, :math:`\phi' = 2\mu/\nu^2`."""
+    xs = np.linspace(-x_max, x_max, 8001)
+    rate = 2.0 * mu(xs) / nu2(xs)
+    phi = integrate.cumulative_trapezoid(rate, xs, initial=0.0)
+    sp = np.exp(-phi - np.max(-phi))       # normalised by the largest value: no overflow
+    tail_hi = sp[-1] / rate[-1]            # int_X^inf e^{-rate (y - X)} dy, rate > 0 there
+    tail_lo = sp[0] / (-rate[0])           # rate < 0 at the antipodal end
+    inner = integrate.cumulative_trapezoid(sp, xs, initial=0.0)
+    prob = (tail_hi + inner[-1] - inner) / (tail_lo + inner[-1] + tail_hi)
+    if z0 is not None:
+        z0 = min(max(z0, -1.0 + 1e-15), 1.0 - 1e-15)
+        return float(np.interp(math.atanh(z0), xs, prob))
+    dens = uniform_overlap_density(xs, d)
+    return float(np.sum(dens * prob) / np.sum(dens))
+
+
+def logistic(t, u0):
+    r"""The follow-up's logistic law :math:`u(t) = u_0/(u_0 + (1-u_0)e^{-t})`."""
+    t = np.asarray(t, dtype=float)
+    u0 = check_real("u0", u0, 0.0, 1.0)
+    return u0 / (u0 + (1.0 - u0) * np.exp(-t))
+
+
+def simplex_moments(gamma, n_tokens, beta, d, sigma_qk=1.0, *, n_samples=20000, seed=0):
+    r"""Monte Carlo :math:`f(\gamma) = E\sum_k\pi_{1k}^2` and :math:`g(\gamma) = E\sum_k\pi_{1k}\pi_{2k}`
+    for the simplex Gram matrix, and their standard errors.
+
+    The key and query vectors :math:`W'^\top x_i`, :math:`W^\top x_k` are independent Gaussian
+    families with covariance :math:`\sigma_{qk}^2 R_{ik} I_d`; for the simplex,
+    :math:`h_i = \sigma_{qk}(\sqrt{1-\gamma}\,\xi_i + \sqrt\gamma\,\xi_0)`.  Returns
+    ``(f, g, f_se, g_se)`` over ``gamma`` (common random numbers across gamma).
+    """
+    n_tokens = check_int("n_tokens", n_tokens, 2)
+    beta = check_real("beta", beta, 0.0)
+    d = check_int("d", d, 2)
+    gam = np.atleast_1d(np.asarray(gamma, dtype=float))
+    if np.any(gam < 0) or np.any(gam > 1):
+        raise ValueError("gamma must lie in [0, 1] (a nonnegative simplex overlap)")
+    rng = np.random.default_rng(seed)
+    xi = rng.standard_normal((2, n_samples, n_tokens + 1, d))
+    f, g, fse, gse = (np.empty(gam.size) for _ in range(4))
+    for k, gm in enumerate(gam):
+        h = sigma_qk * (math.sqrt(1 - gm) * xi[0, :, 1:] + math.sqrt(gm) * xi[0, :, :1])
+        q = sigma_qk * (math.sqrt(1 - gm) * xi[1, :, 1:] + math.sqrt(gm) * xi[1, :, :1])
+        s = beta * np.einsum("sia,ska->sik", h[:, :2], q)
+        s -= s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=-1, keepdims=True)
+        fs = np.sum(p[:, 0] ** 2, axis=-1)
+        gs = np.sum(p[:, 0] * p[:, 1], axis=-1)
+        f[k], g[k] = fs.mean(), gs.mean()
+        fse[k], gse[k] = fs.std() / math.sqrt(n_samples), gs.std() / math.sqrt(n_samples)
+    return f, g, fse, gse
+
+
+def simplex_drift(gamma, f, g, d):
+    r""":math:`b(\gamma) = [\gamma + (1-\gamma)g](d-2+\gamma^2) - (d-1)\gamma[\gamma + (1-\gamma)f]`
+    per unit of the noise clock."""
+    gamma = np.asarray(gamma, dtype=float)
+    return (gamma + (1 - gamma) * g) * (d - 2 + gamma**2) - (d - 1) * gamma * (gamma + (1 - gamma) * f)
+
+
+def simplex_path(t, gamma0, n_tokens, beta, d, sigma_qk=1.0, *, n_samples=20000, seed=0,
+                 n_grid=41):
+    r"""The scalar dynamics :math:`d\gamma/dt = b(\gamma)/d` on the clock :math:`t = d\tau`.
+
+    :math:`f, g` are tabulated by :func:`simplex_moments` on ``n_grid`` points of
+    :math:`[\gamma_0, 1]` and splined.  Returns ``(gamma(t), spread)``: ``spread`` is the
+    largest change of the path when f and g move by two standard errors (a bound on the
+    Monte Carlo error of the curve).
+    """
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    gamma0 = check_real("gamma0", gamma0, 0.0, 1.0)
+    grid = np.linspace(gamma0, 1.0, n_grid)
+    f, g, fse, gse = simplex_moments(grid, n_tokens, beta, d, sigma_qk, n_samples=n_samples,
+                                     seed=seed)
+    paths = []
+    for sign in (0.0, -2.0, 2.0):
+        b = simplex_drift(grid, f + sign * fse, g - sign * gse, d) / d
+        spline = interpolate.CubicSpline(grid, b)
+        sol = integrate.solve_ivp(lambda _t, y: spline(np.clip(y, gamma0, 1.0)), (0.0, t.max()),
+                                  [gamma0], t_eval=t, rtol=1e-10, atol=1e-12)
+        paths.append(sol.y[0])
+    return paths[0], np.max(np.abs(np.array(paths[1:]) - paths[0]), axis=0)
