@@ -215,36 +215,75 @@ def uniform_overlap_density(x, d):
     return np.exp(log_c - (d - 1) * _log_cosh(x))  # 1 - tanh^2 = sech^2
 
 
+#: The two-token models the limit tables know: the follow-up's random A, and the main
+#: paper's fixed A = I (the same formulas, :func:`fixed_identity_coefficients`).
+PAIR_MODELS = ("random_attention", "stochastic")
+
+
 class _PairTable:
     """The coefficients tabulated on [-X, X] and splined (they are smooth in x)."""
 
-    def __init__(self, beta, d, sigma_qk, x_max=24.0, **quad):
+    def __init__(self, beta, d, sigma_qk, model, x_max=24.0):
         # dense where the attention switches (|x| < 3), sparse towards the poles
         xs = np.unique(np.concatenate([np.linspace(-x_max, -3.0, 43), np.linspace(-3.0, 3.0, 241),
                                        np.linspace(3.0, x_max, 43)]))
-        mu, nu2 = pair_coefficients(xs, beta, d, sigma_qk, **quad)
+        if model == "random_attention":
+            mu, nu2 = pair_coefficients(xs, beta, d, sigma_qk)
+        else:
+            mu, nu2 = fixed_identity_coefficients(xs, beta, d)
         self.x_max = x_max
         self.mu = interpolate.CubicSpline(xs, mu)
         self.nu2 = interpolate.CubicSpline(xs, nu2)
 
 
 @functools.lru_cache(maxsize=64)
-def _table(beta, d, sigma_qk):
-    return _PairTable(beta, d, sigma_qk)
+def _table(beta, d, sigma_qk, model="random_attention"):
+    return _PairTable(beta, d, sigma_qk, model)
 
 
-def overlap_moments(tau, beta, d, sigma_qk=1.0, *, z0=None, h=None, x_max=None):
-    r"""Limit :math:`E[R_\tau]`, :math:`E[R_\tau^2]` and :math:`E[(R_\tau - R_0)^2]` for two tokens.
+def _check_model(model):
+    from ._validation import check_choice
 
-    Backward Kolmogorov equation of :math:`X = \operatorname{atanh}R` on :math:`[-X, X]`
-    (Dirichlet ends: :math:`\pm1` are fixed points), 4th-order differences and the
-    L-stable Pade steps of :mod:`stochastic_transformers.sde`, one grid halving as error
-    estimate; averaged over the uniform initial overlap (``z0=None``) or at ``z0``.
-    Returns ``(mean, second, msd, error)``, arrays over ``tau`` (error: the largest
-    change of the three under the halving).
+    return check_choice("model", model, PAIR_MODELS)
+
+
+def _backward(fs, taus, beta, d, sigma_qk, model, z0, h):
+    """E[f(X_tau)] for each f of ``fs`` (functions of x), on two nested grids.
+
+    From the uniform start it returns, for each f, both :math:`E[f(X_\tau)]` and
+    :math:`E[R_0 f(X_\tau)]` (shape (n_f, 2, n_tau)); from ``z0``, the value at ``z0`` (shape
+    (n_f, 1, n_tau)).  Also the largest change under the grid halving.
     """
     from .sde import _propagate, banded_generator
 
+    table = _table(float(beta), int(d), float(sigma_qk), model)
+    x_max = table.x_max
+    h = h or min(0.05, 0.05 / max(1.0, beta * sigma_qk**2))
+    order = np.argsort(taus)
+    levels = []
+    for step in (2 * h, h):
+        n = int(round(2 * x_max / step)) + 1
+        xs = np.linspace(-x_max, x_max, n)
+        ab = banded_generator(xs[1] - xs[0], table.mu(xs), 0.5 * table.nu2(xs))
+        vals = []
+        for f in fs:
+            u = _propagate(ab, np.asarray(f(xs), dtype=float), taus[order], 1e-9)
+            if z0 is None:
+                wq = uniform_overlap_density(xs, d)
+                wq = wq / wq.sum()
+                vals.append([wq @ u, (wq * np.tanh(xs)) @ u])
+            else:
+                x0 = math.atanh(z0)
+                vals.append([[float(interpolate.CubicSpline(xs, u[:, j])(x0))
+                              for j in range(u.shape[1])]])
+        levels.append(np.array(vals))
+    inv = np.empty_like(order)
+    inv[order] = np.arange(order.size)
+    err = np.max(np.abs(levels[1] - levels[0]), axis=(0, 1))
+    return levels[1][:, :, inv], err[inv]
+
+
+def _check_taus(tau, z0):
     taus = np.atleast_1d(np.asarray(tau, dtype=float))
     if taus.ndim != 1 or np.any(taus <= 0) or np.any(~np.isfinite(taus)):
         raise ValueError("tau must be positive and finite")
@@ -252,40 +291,47 @@ def overlap_moments(tau, beta, d, sigma_qk=1.0, *, z0=None, h=None, x_max=None):
         z0 = check_real("z0", z0, -1.0, 1.0)
         if abs(z0) >= 1.0:
             raise ValueError("z0 must lie in the open interval (-1, 1)")
-    table = _table(float(beta), int(d), float(sigma_qk))
-    x_max = table.x_max if x_max is None else x_max
-    h = h or min(0.05, 0.05 / max(1.0, beta * sigma_qk**2))
-    order = np.argsort(taus)
-    results = []
-    for step in (2 * h, h):
-        n = int(round(2 * x_max / step)) + 1
-        xs = np.linspace(-x_max, x_max, n)
-        ab = banded_generator(xs[1] - xs[0], table.mu(xs), 0.5 * table.nu2(xs))
-        zs = np.tanh(xs)
-        u = _propagate(ab, zs, taus[order], 1e-9)
-        u2 = _propagate(ab, zs * zs, taus[order], 1e-9)
-        if z0 is None:
-            dens = uniform_overlap_density(xs, d)
-            wq = dens * (xs[1] - xs[0])
-            wq /= wq.sum()
-            mean = wq @ u
-            second = wq @ u2
-            msd = wq @ (u2 - 2.0 * zs[:, None] * u) + wq @ (zs * zs)
-        else:
-            x0 = math.atanh(z0)
-            mean = np.array([interpolate.CubicSpline(xs, u[:, j])(x0) for j in range(u.shape[1])])
-            second = np.array([interpolate.CubicSpline(xs, u2[:, j])(x0)
-                               for j in range(u.shape[1])])
-            msd = second - 2.0 * z0 * mean + z0 * z0
-        results.append(np.stack([mean, second, msd]))
-    err = np.max(np.abs(results[1] - results[0]), axis=0)
-    inv = np.empty_like(order)
-    inv[order] = np.arange(order.size)
-    mean, second, msd = results[1][:, inv]
-    return mean, second, msd, err[inv]
+    return taus, z0
 
 
-def antipodal_limit(beta, d, sigma_qk=1.0, *, z0=None, x_max=None):
+def overlap_moments(tau, beta, d, sigma_qk=1.0, *, model="random_attention", z0=None, h=None):
+    r"""Limit :math:`E[R_\tau]`, :math:`E[R_\tau^2]` and :math:`E[(R_\tau - R_0)^2]` for two tokens.
+
+    Backward Kolmogorov equation of :math:`X = \operatorname{atanh}R` on :math:`[-X, X]`
+    (Dirichlet ends: :math:`\pm1` are fixed points), 4th-order differences and the
+    L-stable Pade steps of :mod:`stochastic_transformers.sde`, one grid halving as error
+    estimate; averaged over the uniform initial overlap (``z0=None``) or at ``z0``.
+    ``model="stochastic"`` is the main paper's (fixed A = I, tau = sigma^2 t).
+    Returns ``(mean, second, msd, error)``, arrays over ``tau`` (error: the largest
+    change of the three under the halving).
+    """
+    beta, d, sigma_qk = _check_pair(beta, d, sigma_qk)
+    model = _check_model(model)
+    taus, z0 = _check_taus(tau, z0)
+    fs = [np.tanh, lambda x: np.tanh(x) ** 2]
+    vals, err = _backward(fs, taus, beta, d, sigma_qk, model, z0, h)
+    mean, second = vals[0, 0], vals[1, 0]
+    if z0 is None:   # E[(R - R0)^2] = E[u2(R0)] - 2 E[R0 u1(R0)] + E[R0^2], E[R0^2] = 1/d
+        msd = second - 2.0 * vals[0, 1] + 1.0 / d
+    else:
+        msd = second - 2.0 * z0 * mean + z0 * z0
+    return mean, second, msd, err
+
+
+def antipodal_by(tau, beta, d, sigma_qk=1.0, *, model="random_attention", tol=1e-3, h=None):
+    r"""Limit :math:`P(1 + R_\tau < \text{tol})` from a uniform start: antipodal at a finite
+    clock, the same backward equation with the indicator as data.  Returns (p, error)."""
+    beta, d, sigma_qk = _check_pair(beta, d, sigma_qk)
+    model = _check_model(model)
+    taus, _ = _check_taus(tau, None)
+    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    x_tol = math.atanh(-1.0 + tol)
+    vals, err = _backward([lambda x: (x < x_tol).astype(float)], taus, beta, d, sigma_qk,
+                          model, None, h)
+    return vals[0, 0], err
+
+
+def antipodal_limit(beta, d, sigma_qk=1.0, *, model="random_attention", z0=None, x_max=None):
     r"""Limit probability that two tokens end antipodal (:math:`R_\tau \to -1`), random A.
 
     Scale function :math:`s'(x) = \exp(-\int_0^x 2\mu/\nu^2)`:
@@ -297,9 +343,10 @@ def antipodal_limit(beta, d, sigma_qk=1.0, *, z0=None, x_max=None):
     beta, d, sigma_qk = _check_pair(beta, d, sigma_qk)
     if z0 is not None:
         z0 = check_real("z0", z0, -1.0, 1.0)
-    if antipodal_attracting(beta, d, sigma_qk) >= 0.0:
+    model = _check_model(model)
+    table = _table(float(beta), int(d), float(sigma_qk), model)
+    if float(table.mu(-table.x_max)) >= 0.0:
         return 0.0
-    table = _table(float(beta), int(d), float(sigma_qk))
     return _exit_probability(table.mu, table.nu2, table.x_max if x_max is None else x_max, d, z0)
 
 

@@ -50,6 +50,10 @@ REGISTRY: dict[str, str] = {
     "fig9": "fig9",
     "thm1": "thm1",
     "universality": "universality",
+    "homog_regimes": "homog_regimes",
+    "homog_meet": "homog_meet",
+    "homog_logistic": "homog_logistic",
+    "homog_simplex": "homog_simplex",
 }
 
 from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)

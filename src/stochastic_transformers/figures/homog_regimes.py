@@ -1,0 +1,214 @@
+r"""The three regimes of the homogenised transformer: when does the noise vanish, persist or dominate?
+
+Two tokens in the random-attention model (:mod:`stochastic_transformers.random_attention`)
+run through :math:`L` layers with step :math:`\eta = L^{-\gamma}` and :math:`H` heads.  The
+follow-up's scaling table puts the limit at an ODE (noise vanishes), an SDE with common
+noise (noise persists) or noise domination according to how :math:`\eta^2 L/H` behaves.
+With centred Gaussian values there is no attention drift, so everything runs on the one
+noise clock :math:`\tau = L\eta^2\sigma^2/H = L^{1-2\gamma}\sigma^2/H`
+(:func:`stochastic_transformers.random_attention.noise_clock`): :math:`\gamma > 1/2` sends
+:math:`\tau \to 0` (the tokens do not move: the ODE is :math:`\dot x = 0`), :math:`\gamma = 1/2`
+keeps it fixed (the SDE), :math:`\gamma < 1/2` sends it to infinity (the pair reaches its
+long-time state, here one cluster).  More heads slow the clock by :math:`1/H`.
+
+The measured statistic is the mean squared displacement of the overlap,
+:math:`E[(R_1 - R_0)^2]` after the :math:`L` layers, against the exact limit
+:func:`stochastic_transformers.homogenized.overlap_moments` at the cell's :math:`\tau` (our
+derivation of the limit; the follow-up states the regimes, not this curve).  The
+discrete chain differs from the limit by :math:`O(\eta)` (the follow-up's Theorem 1), so
+the agreement is scored on the cells with :math:`\eta \le` :data:`ETA_SCORED`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import simulate
+from .._validation import check_int, check_real
+from ..homogenized import overlap_moments
+from ..random_attention import noise_clock
+from ..sweep import run_sweep
+from ._common import cell_threads, default_scheduler, load_committed, resolve_scale
+
+ID = "homog_regimes"
+CELL_VERSION = "1"
+DESCRIPTION = ("random keys and queries: the overlap's displacement as eta = L^-gamma and the "
+               "heads vary, against the one noise clock (follow-up's scaling table)")
+
+_BASE = dict(d=4, beta=1.0, gammas=(0.25, 0.375, 0.5, 0.625, 0.75), heads=(1, 4), seed=0)
+SCALES = {
+    "smoke": dict(_BASE, gammas=(0.25, 0.5, 0.75), heads=(1, 2), Ls=(4, 16), n_traj=200),
+    "quick": dict(_BASE, Ls=(4, 16, 64, 256, 1024), n_traj=4000),
+    "paper": dict(_BASE, Ls=(4, 16, 64, 256, 1024), n_traj=40_000),
+}
+#: Cells with a larger step are shown but not scored (the O(eta) discretisation, Theorem 1).
+ETA_SCORED = 0.1
+#: A regime verdict needs the measured trend to be this many standard errors from the other
+#: regimes' prediction (slopes of log MSD against log L: 1 - 2 gamma for small tau).
+VERDICT_Z = 3.0
+#: tau below which the pair has not moved (MSD linear in tau) and above which it has reached
+#: its long-time state (MSD within 2% of its limit): the shaded regime boundaries of the plot.
+TAU_FROZEN, TAU_SATURATED = 0.05, 8.0
+
+
+def cell(*, gamma, n_heads, L, n_traj, d, beta, seed):
+    """One (gamma, H, L): the overlap before and after L layers with eta = L^-gamma."""
+    eta = float(L) ** (-gamma)
+    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=1.0, model="random_attention",
+                  n_heads=n_heads, eta=eta, times=[0.0, 1.0], seed=seed,
+                  n_threads=cell_threads())
+    r = ds.gram_t.values[:, :, 0, 1]
+    disp2 = (r[:, 1] - r[:, 0]) ** 2
+    return {"msd": float(disp2.mean()), "msd_se": float(disp2.std(ddof=1) / math.sqrt(n_traj)),
+            "mean_overlap": float(r[:, 1].mean()),
+            "mean_se": float(r[:, 1].std(ddof=1) / math.sqrt(n_traj)),
+            "eta": eta, "tau": noise_clock(L, eta, 1.0, n_heads), "n_traj": n_traj}
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (gamma, heads, L) sweep and attach the limit at every cell's clock."""
+    knobs = resolve_scale(SCALES, scale, overrides)
+    gammas = tuple(check_real("gammas", g, 0.0, 2.0) for g in knobs["gammas"])
+    heads = tuple(check_int("heads", h, 1, 4096) for h in knobs["heads"])
+    Ls = tuple(check_int("Ls", v, 1) for v in knobs["Ls"])
+    d = check_int("d", knobs["d"], 3)
+    beta = check_real("beta", knobs["beta"], 0.0, 20.0)
+    fixed = dict(n_traj=check_int("n_traj", knobs["n_traj"], 2), d=d, beta=beta)
+    ds = run_sweep(cell, {"gamma": list(gammas), "n_heads": list(heads), "L": list(Ls)},
+                   fixed=fixed, seed=check_int("seed", knobs["seed"], 0), name=f"{ID}-{scale}",
+                   cache_dir=cache_dir, scheduler=default_scheduler(scale, scheduler),
+                   progress=progress)
+    return finish(ds, scale)
+
+
+def finish(ds, scale):
+    """Limit moments at each cell's tau, a fine theory curve, and z-scores."""
+    d, beta = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_beta"])
+    taus = ds.tau.values.ravel()
+    mean, _, msd, err = overlap_moments(taus, beta, d)
+    shape = ds.tau.shape
+    ds["msd_theory"] = (ds.tau.dims, msd.reshape(shape))
+    ds["mean_theory"] = (ds.tau.dims, mean.reshape(shape))
+    ds["theory_error"] = (ds.tau.dims, err.reshape(shape))
+    ds["z_msd"] = (ds.msd - ds.msd_theory) / ds.msd_se
+    ds["z_mean"] = (ds.mean_overlap - ds.mean_theory) / ds.mean_se
+    fine = np.geomspace(1e-3, 100.0, 61)
+    m_f, _, msd_f, _ = overlap_moments(fine, beta, d)
+    ds = ds.assign_coords(tau_fine=fine)
+    ds["msd_theory_fine"] = (("tau_fine",), msd_f)
+    ds["mean_theory_fine"] = (("tau_fine",), m_f)
+    ds.attrs.update(scale=scale, figure=ID, msd_limit=1.0 + 1.0 / d)
+    return ds
+
+
+def load_paper_result():
+    return load_committed(ID, "paper")
+
+
+def _slope(ds, gamma, n_heads, scored_only):
+    """Weighted least-squares slope of log MSD against log L and its standard error
+    (weights from the standard errors; ``scored_only``: the cells with eta <= ETA_SCORED)."""
+    sub = ds.sel(gamma=gamma, n_heads=n_heads)
+    keep = (sub.eta.values <= ETA_SCORED) if scored_only else np.ones(sub.sizes["L"], bool)
+    if keep.sum() < 2:
+        return float("nan"), float("nan")
+    x = np.log(sub.L.values.astype(float))[keep]
+    y = np.log(sub.msd.values)[keep]
+    w = ((sub.msd.values / sub.msd_se.values) ** 2)[keep]
+    X = np.vstack([np.ones_like(x), x]).T
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ (X.T @ (w * y))
+    return float(coef[1]), float(math.sqrt(cov[1, 1]))
+
+
+def summary(ds) -> dict:
+    """Agreement with the limit on the scored cells, and the three regime verdicts.
+
+    Verdicts, per number of heads, from the slope of log MSD against log L: for the
+    largest gamma (> 1/2) it must be negative by VERDICT_Z standard errors (the pair
+    freezes: tau -> 0); for gamma = 1/2 within VERDICT_Z standard errors of 0 (tau fixed);
+    both on the scored cells.  For the smallest gamma (< 1/2) it must be positive by
+    VERDICT_Z standard errors on all cells (tau -> infinity: the displacement grows to its
+    long-time value 1 + 1/d, reported with the gap left at the largest L).
+    """
+    scored = (ds.eta <= ETA_SCORED)
+    z = ds.z_msd.values[scored.values]
+    zm = ds.z_mean.values[scored.values]
+    gammas = ds.gamma.values
+    out = {"n_cells": int(ds.msd.size), "n_scored": int(scored.sum()),
+           "max_abs_z_msd": float(np.max(np.abs(z))) if z.size else float("nan"),
+           "max_abs_z_mean": float(np.max(np.abs(zm))) if zm.size else float("nan"),
+           "share_within_2se": float(np.mean(np.abs(np.r_[z, zm]) <= 2)) if z.size else float("nan"),
+           "max_abs_z_unscored": float(np.max(np.abs(ds.z_msd.values[~scored.values])))
+           if (~scored).any() else 0.0,
+           "theory_error": float(ds.theory_error.max()), "msd_limit": float(ds.attrs["msd_limit"]),
+           "n_traj": int(ds.n_traj.values.max()), "verdicts": {}}
+    g_hi, g_lo = float(gammas.max()), float(gammas.min())
+    for h in ds.n_heads.values:
+        h = int(h)
+        v = {}
+        if g_hi > 0.5:
+            s, se = _slope(ds, g_hi, h, True)
+            v["frozen"] = dict(gamma=g_hi, slope=s, slope_se=se, small_tau_slope=1 - 2 * g_hi,
+                               holds=bool(s < -VERDICT_Z * se))
+        if np.any(np.isclose(gammas, 0.5)):
+            s, se = _slope(ds, 0.5, h, True)
+            v["diffusive"] = dict(gamma=0.5, slope=s, slope_se=se, holds=bool(abs(s) < VERDICT_Z * se))
+        if g_lo < 0.5:
+            s, se = _slope(ds, g_lo, h, False)
+            last = ds.sel(gamma=g_lo, n_heads=h).isel(L=-1)
+            v["noise_dominates"] = dict(gamma=g_lo, slope=s, slope_se=se, msd=float(last.msd),
+                                        limit=out["msd_limit"], tau=float(last.tau),
+                                        holds=bool(s > VERDICT_Z * se))
+        out["verdicts"][h] = v
+    out["all_verdicts_hold"] = all(x["holds"] for v in out["verdicts"].values() for x in v.values())
+    return out
+
+
+def plot(ds):
+    """(a) MSD against depth for each gamma and H, with the limit; (b) the collapse on tau."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = palette(ds.sizes["gamma"])
+    markers = {int(h): m for h, m in zip(ds.n_heads.values, ("o", "s", "^", "D"))}
+    Lf = np.geomspace(float(ds.L.min()), float(ds.L.max()), 60)
+    for colour, g in zip(colours, ds.gamma.values):
+        for h in ds.n_heads.values:
+            sub = ds.sel(gamma=g, n_heads=h)
+            filled = int(h) == int(ds.n_heads.values[0])
+            ax.errorbar(sub.L, sub.msd, yerr=2 * sub.msd_se, fmt=markers[int(h)], ms=4,
+                        color=colour, mfc=colour if filled else "white", capsize=2, lw=0.8)
+            tau_f = Lf ** (1 - 2 * g) / float(h)
+            ax.plot(Lf, np.interp(np.log(tau_f), np.log(ds.tau_fine.values),
+                                  ds.msd_theory_fine.values), color=colour, lw=1,
+                    ls="-" if filled else "--")
+            axb.errorbar(sub.tau, sub.msd, yerr=2 * sub.msd_se, fmt=markers[int(h)], ms=4,
+                         color=colour, mfc=colour if filled else "white", capsize=2, lw=0.8)
+        ax.plot([], [], "o", color=colour, label=fr"$\gamma$ = {g:g}")
+    for h in ds.n_heads.values:
+        ax.plot([], [], markers[int(h)], color="0.4",
+                mfc="0.4" if int(h) == int(ds.n_heads.values[0]) else "white", label=f"H = {int(h)}")
+    ax.set(xscale="log", yscale="log", xlabel="layers L  (step $\\eta = L^{-\\gamma}$)",
+           ylabel=r"$E[(R_L - R_0)^2]$",
+           title=f"two tokens, d = {ds.attrs['fixed_d']}, $\\beta$ = {ds.attrs['fixed_beta']:g} "
+                 f"(lines: limit at $\\tau = L^{{1-2\\gamma}}/H$)")
+    ax.legend(fontsize=7, ncol=2, loc="lower left")
+    axb.plot(ds.tau_fine, ds.msd_theory_fine, color="0.2", lw=1.4, label="limit SDE (ours)")
+    axb.axhline(float(ds.attrs["msd_limit"]), color="0.5", ls=":", lw=1,
+                label="long-time value 1 + 1/d")
+    axb.axvspan(float(ds.tau_fine.min()), TAU_FROZEN, color="#dde8f5", zorder=0)
+    axb.axvspan(TAU_SATURATED, float(ds.tau_fine.max()), color="#f5e6dd", zorder=0)
+    axb.text(1.5e-3, 1.3, "noise vanishes\n(ODE: frozen)", fontsize=8, va="top")
+    axb.text(0.4, 1.3, "SDE", fontsize=8, va="top")
+    axb.text(12, 1.3, "noise\ndominates", fontsize=8, va="top")
+    axb.set(xscale="log", yscale="log", xlabel=r"noise clock $\tau = L\eta^2/H$",
+            ylabel=r"$E[(R_L - R_0)^2]$", ylim=(None, 2.0),
+            title=f"every cell on one curve ({int(ds.n_traj.max()):,} pairs a cell; bars 2 s.e.)")
+    axb.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
