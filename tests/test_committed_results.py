@@ -56,6 +56,17 @@ def test_obtain_loads_the_committed_result_without_computing(fig_id, monkeypatch
     assert ds.attrs["shown_scale"] == "paper"
 
 
+@pytest.mark.parametrize("fig_id", COMMITTED)
+def test_the_recorded_rate_is_the_committed_runs(fig_id):
+    """A sweep's SECONDS_PER_WORK says it was measured on its committed paper run."""
+    module = figures.get(fig_id)
+    ds = load_committed(fig_id, "paper")
+    seconds, work = module._measured(ds)
+    assert module.SECONDS_PER_WORK == pytest.approx(seconds / work, rel=0.05)
+    assert module.cost("paper", ds) == pytest.approx(seconds / work
+                                                     * module.work(module.SCALES["paper"]))
+
+
 def test_obtain_falls_back_to_quick_where_nothing_is_committed(monkeypatch):
     module = figures.get("fig1")
     assert "fig1" not in COMMITTED

@@ -4,6 +4,7 @@ A new figure that breaks the protocol fails here, before its notebook is written
 """
 
 import inspect
+import math
 
 import matplotlib
 import pytest
@@ -41,6 +42,23 @@ def test_module_declares_the_protocol(fig_id):
         assert "seed" in inspect.signature(module.cell).parameters
 
 
+@pytest.mark.parametrize("fig_id", sorted(f for f, m in MODULES.items() if hasattr(m, "cell")))
+def test_a_sweep_projects_its_cost_for_every_scale(fig_id):
+    module = MODULES[fig_id]
+    assert list(inspect.signature(module.cost).parameters) == ["scale", "ds"]
+    assert math.isfinite(module.SECONDS_PER_WORK) and module.SECONDS_PER_WORK > 0
+    costs = {}
+    for scale in figures.SCALE_NAMES:
+        costs[scale] = module.cost(scale)
+        assert isinstance(costs[scale], float), scale
+        assert math.isfinite(costs[scale]) and costs[scale] > 0, scale
+        assert costs[scale] == pytest.approx(module.SECONDS_PER_WORK
+                                             * module.work(module.SCALES[scale]))
+    assert costs["paper"] >= costs["quick"] >= costs["smoke"]
+    with pytest.raises(ValueError, match="scale"):
+        module.cost("huge")
+
+
 @pytest.mark.parametrize("fig_id", sorted(MODULES))
 def test_an_unknown_knob_is_refused_before_any_compute(fig_id, monkeypatch):
     module = MODULES[fig_id]
@@ -61,3 +79,9 @@ def test_smoke_scale_computes_summarises_and_draws(fig_id, tmp_path):
     fig = module.plot(ds)
     assert isinstance(fig, matplotlib.figure.Figure)
     plt.close(fig)
+    if hasattr(module, "cell"):
+        # the rate measured on this run, applied to the scale it ran, gives back its own
+        # cell time: work(knobs) and the work read from the dataset agree
+        seconds = module.cost("smoke", ds)
+        assert math.isfinite(seconds) and seconds > 0
+        assert seconds == pytest.approx(module._measured(ds)[0], rel=1e-9)

@@ -47,7 +47,7 @@ from .._validation import check_choice, check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..simulate import ATTENTIONS, full_method
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
 from .fig8 import log_time_grid
 
 ID = "fig9"
@@ -324,20 +324,31 @@ def summary(ds) -> dict:
     return out
 
 
-def work(ds_or_knobs) -> float:
-    """Token-trajectory-layers a run costs (both models): 2 * n_traj * N * L * T * n_betas."""
-    if isinstance(ds_or_knobs, dict):
-        k = ds_or_knobs
-        return float(2 * k["n_traj"] * k["n_tokens"] * k["L"] * k["T"] * len(k["betas"]))
-    ds = ds_or_knobs
-    return float(2 * ds.sizes["trajectory"] * int(ds.attrs["n_tokens"]) * ds.attrs["fixed_L"]
-                 * ds.attrs["fixed_T"] * ds.sizes["beta"])
+#: Seconds of simulation per token-trajectory-layer (the unit of :func:`work`, both
+#: models), measured on the committed paper run (results/fig9_paper.nc: 384 s of cell
+#: time for 3.2e9 token-trajectory-layers, N = 8, on the project's 2-core machine).
+SECONDS_PER_WORK = 1.2e-7
 
 
-def projected_cost(ds, scale="paper") -> float:
-    """Core-seconds a run at ``scale`` would take, scaled from this run's measured cell time
+def work(knobs) -> float:
+    """Token-trajectory-layers a run costs (both models): 2 * n_traj * N * L * T * n_betas
     (linear in N, which slightly underestimates for larger N: attention costs N^2)."""
-    return float(ds.attrs["cell_time_s"]) / work(ds) * work(SCALES[scale])
+    return float(2 * knobs["n_traj"] * knobs["n_tokens"] * knobs["L"] * knobs["T"]
+                 * len(knobs["betas"]))
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, token-trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float(2 * ds.sizes["trajectory"] * int(ds.attrs["n_tokens"])
+                                    * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
+
+
+def cost(scale, ds=None) -> float:
+    """Projected core-seconds of simulation for ``scale``: at the rate of ``ds`` (its
+    measured cell time per token-trajectory-layer) if given, else at
+    :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 # ----------------------------------------------------------------------------- plot

@@ -74,7 +74,7 @@ from .. import rng as _rng
 from .._jit import JIT_PARALLEL
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
 
 ID = "thm1"
 DESCRIPTION = ("Theorem 1: weak error of the discrete two-token model against the limit SDE, "
@@ -439,6 +439,31 @@ def fit_order(L, err, se, *, min_snr=3.0, L_min=1):
 
 #: A fitted order within this many standard errors of 1 counts as first-order convergence.
 ORDER_AGREEMENT_SE = 2.0
+
+
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) of the
+#: control-variate chain, measured on the committed paper run (results/thm1_paper.nc:
+#: 647 s of cell time for 2.9e9 trajectory-layers, on the project's 2-core machine).
+SECONDS_PER_WORK = 2.2e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of a run with these knobs: every trajectory runs max(times) * L
+    layers, for each L."""
+    return float(knobs["n_traj"] * sum(knobs["Ls"]) * max(knobs["times"]))
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float((ds.n_traj * ds.L).sum()) * float(ds.time.max())
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
+    The Kolmogorov reference (seconds) is not included."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 def summary(ds) -> dict:

@@ -43,7 +43,7 @@ from .. import simulate, theory
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
 
 ID = "universality"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -347,7 +347,65 @@ def summary(ds) -> dict:
     return out
 
 
-def projected_cost_s(ds, target="paper") -> dict:
+#: Seconds of simulation per trajectory-layer of the literal model (the unit of
+#: :func:`work`): 2.57 M trajectory-layers a second per core, measured on long runs on the
+#: project's 2-core machine (README, "Paper scale"; no paper-scale result is committed).
+SECONDS_PER_WORK = 3.9e-7
+#: A layer of the Gaussian overlap chain in units of a literal layer: the chain runs
+#: 11-12.5 M trajectory-layers a second per core on the same machine, against 2.57 M.
+CHAIN_LAYER_WORK = 0.22
+
+
+def _law_work(law, gaussian_method) -> float:
+    """Work of one trajectory-layer of ``law``: 1 on the literal method, less on the chain."""
+    return CHAIN_LAYER_WORK if law == "gaussian" and gaussian_method == "overlap_chain" else 1.0
+
+
+def work(knobs) -> float:
+    """Literal-equivalent trajectory-layers of a run with these knobs: the main sweep and
+    the L sweep for every law (a Gaussian chain layer counts :data:`CHAIN_LAYER_WORK`) and
+    the horizon check (Gaussian chain to ``T * max(horizon_factors)``)."""
+    per_law = sum(_law_work(law, knobs["gaussian_method"]) for law in knobs["values"])
+    layers = knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"])
+    if knobs["convergence_beta"] is not None:
+        layers += knobs["convergence_n_traj"] * knobs["T"] * sum(
+            x for x in knobs["convergence_Ls"] if x != knobs["L"])
+    below = [b for b in knobs["betas"] if 0.0 < b < theory.critical_beta(knobs["d"])]
+    horizon = 0.0
+    if below and len(knobs["horizon_factors"]) > 0 and "gaussian" in knobs["values"]:
+        horizon = (len(below) * knobs["n_traj"] * knobs["L"] * knobs["T"]
+                   * max(knobs["horizon_factors"]) * CHAIN_LAYER_WORK)
+    return float(per_law * layers + horizon)
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, literal-equivalent trajectory-layers) of a computed dataset,
+    its three sweeps together."""
+    method = str(ds.attrs["gaussian_method"])
+    weight = xr.DataArray([_law_work(str(v), method) for v in ds["values"].values],
+                          dims="values", coords={"values": ds["values"]})
+    L, T = int(ds.attrs["L"]), float(ds.attrs["T"])
+    seconds = sweep_seconds(ds)
+    layers = float((ds.n_traj * weight).sum()) * L * T
+    if "cell_time_convergence_s" in ds:
+        seconds += float(ds.cell_time_convergence_s.sum())
+        own = ds.n_traj_L.where(ds.L_conv != L, 0)   # the main sweep's L is counted above
+        layers += float((own * ds.L_conv * weight).sum()) * T
+    if "cell_time_horizon_s" in ds:
+        seconds += float(ds.cell_time_horizon_s)
+        layers += float(ds.n_traj_horizon.sum()) * L * float(ds.horizon.max()) * CHAIN_LAYER_WORK
+    return seconds, layers
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
+    :func:`cost_by_law` splits a run's projection by law."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
+
+
+def cost_by_law(ds, target="paper") -> dict:
     """CPU-seconds the ``target`` scale would take, per law, at this run's cost per layer.
 
     A cell's cost is proportional to trajectories x layers (L T); the rate of each law
