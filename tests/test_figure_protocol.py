@@ -40,6 +40,13 @@ def test_module_declares_the_protocol(fig_id):
         # a sweep's cells are cached under a key that folds in CELL_VERSION
         assert isinstance(module.CELL_VERSION, str) and module.CELL_VERSION
         assert "seed" in inspect.signature(module.cell).parameters
+    if hasattr(module, "_finish"):
+        # one shape of the step from the raw sweep to the dataset: (raw, scale, *, extras)
+        finish = list(inspect.signature(module._finish).parameters.values())
+        assert finish[1].name == "scale"
+        assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in finish[:2])
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in finish[2:])
+    assert not hasattr(module, "finish"), "the finishing step is private: _finish"
 
 
 @pytest.mark.parametrize("fig_id", sorted(f for f, m in MODULES.items() if hasattr(m, "cell")))

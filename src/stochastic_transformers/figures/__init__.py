@@ -28,7 +28,10 @@ Every figure module defines
 ``compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides)``
     runs the simulations and returns an :class:`xarray.Dataset` (the
     ``overrides`` replace individual knobs of the scale; an unknown or invalid
-    knob raises a ValueError naming it before anything is computed);
+    knob raises a ValueError naming it before anything is computed).  A sweep
+    module turns the raw sweep output into that dataset in a private
+    ``_finish(raw, scale, *, ...)``: the sweep's dataset first, the scale second, and
+    whatever else it needs (the checked knobs, further sweeps) keyword-only;
 ``summary(ds) -> dict``
     every number and verdict the notebook's prose quotes, thresholds included;
 ``plot(ds)``

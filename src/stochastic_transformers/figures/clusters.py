@@ -153,10 +153,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     for name in ("wall_time_s", "cell_time_s"):
         if name in ds.attrs:
             ds.attrs[name] = float(sum(p.attrs.get(name, 0.0) for p in parts))
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, bands, the Kolmogorov predictions, z-scores and the hovering theory."""
     valid = ds.n_traj > 0
     ds["n_traj_or_one"] = ds.n_traj.where(valid, 1)

@@ -74,10 +74,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                           "beta": [float(b) for b in knobs["betas"]]},
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                    scheduler=default_scheduler(scale, scheduler), progress=progress)
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, intervals, theory and agreement statistics from the raw counts."""
     for outcome in ("antipodal", "single", "unclustered"):
         ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")

@@ -131,10 +131,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     ds = run_sweep(cell, {"n_tokens": knobs["n_tokens"], "beta": knobs["betas"]},
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                    scheduler=default_scheduler(scale, scheduler), progress=progress)
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, bands, mean cluster count, the split decomposition and the reference curves."""
     ds = add_fraction(ds, "n_antipodal_pair", "n_traj", "p_antipodal_pair")
     ds = add_fraction(ds, "n_clustered", "n_traj", "p_clustered")

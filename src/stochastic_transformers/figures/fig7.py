@@ -169,10 +169,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                 **{v: ("time", "minority") for v in _PER_SPLIT}},
                    output_coords={"time": times,
                                   "minority": list(range(1, knobs["n_tokens"] // 2 + 1))})
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions and bands from the raw counts."""
     for name in ("antipodal_pair", "clustered", "unsettled", "lost", "gained"):
         ds = add_fraction(ds, f"n_{name}", "n_traj", f"p_{name}")

@@ -158,10 +158,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                    scheduler=default_scheduler(scale, scheduler), progress=progress,
                    output_dims={k: ("time",) for k in outputs}, output_coords={"time": times})
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, Wilson bands, theory and the horizon statistics from the raw counts."""
     from ..stats import agreement_z
 

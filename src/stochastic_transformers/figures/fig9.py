@@ -207,10 +207,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                     scheduler=default_scheduler(scale, scheduler), progress=progress,
                     output_dims={k: ("model", "member", "time") for k in outs},
                     output_coords={"model": list(MODELS), "time": times})
-    return finish(raw, scale)
+    return _finish(raw, scale)
 
 
-def finish(raw, scale):
+def _finish(raw, scale):
     """Per-trajectory layout (blocks joined) and the summary curves."""
     import xarray as xr
 

@@ -300,7 +300,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                  ("mean_plain", "m2_plain", "mean_cv", "m2_cv", "count")},
                     output_coords={"function": list(knobs["functions"]),
                                    "time": list(knobs["times"])})
-    return finish(raw, knobs, scale)
+    return _finish(raw, scale, knobs=knobs)
 
 
 def _pool(raw, kind):
@@ -313,7 +313,7 @@ def _pool(raw, kind):
     return mean, se, n
 
 
-def finish(raw, knobs, scale):
+def _finish(raw, scale, *, knobs):
     """Reference values, weak errors, standard errors and fits from the raw block sums."""
     from .. import sde
 

@@ -179,7 +179,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                                             "n_unclustered": ("horizon",)},
                             output_coords={"horizon": [knobs["T"] * f for f in
                                                        knobs["horizon_factors"]]})
-    return finish(ds, conv, knobs, scale, horizon)
+    return _finish(ds, scale, knobs=knobs, conv=conv, horizon=horizon)
 
 
 def homogeneity_test(counts, totals):
@@ -226,7 +226,7 @@ def two_proportion_z(k1, n1, k2, n2):
         return np.where(se > 0, (k1 / n1 - k2 / n2) / np.where(se > 0, se, 1.0), 0.0)
 
 
-def finish(ds, conv, knobs, scale, horizon=None):
+def _finish(ds, scale, *, knobs, conv=None, horizon=None):
     """Fractions, bands, theory, deviations and the between-law tests from the raw counts."""
     from scipy import stats
 
