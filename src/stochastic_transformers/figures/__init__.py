@@ -31,7 +31,10 @@ Every figure module defines
     knob raises a ValueError naming it before anything is computed).  A sweep
     module turns the raw sweep output into that dataset in a private
     ``_finish(raw, scale, *, ...)``: the sweep's dataset first, the scale second, and
-    whatever else it needs (the checked knobs, further sweeps) keyword-only;
+    whatever else it needs (the checked knobs, further sweeps) keyword-only.  A knob
+    that the sweep held fixed is recorded once, as the attribute ``fixed_<knob>`` that
+    the sweep writes, and read with :func:`._common.knob_attr` (which also reads the
+    plain name of older files);
 ``summary(ds) -> dict``
     every number and verdict the notebook's prose quotes, thresholds included;
 ``plot(ds)``

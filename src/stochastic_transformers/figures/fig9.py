@@ -47,7 +47,8 @@ from .._validation import check_choice, check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..simulate import ATTENTIONS, full_method
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
+from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
+                      sweep_seconds)
 from .fig8 import log_time_grid
 
 ID = "fig9"
@@ -243,7 +244,7 @@ def _finish(raw, scale):
     ds["t_clustered"] = (("model", "beta", "trajectory"), first_time(ds.clustered.values, times))
     ds["longest_plateau"] = (("model", "beta", "trajectory"), longest_plateau(
         ds.n_clusters.values, ds.clustered.values, times, n_tokens))
-    ds.attrs.update(scale=scale, figure=ID, tol=tol, n_tokens=n_tokens,
+    ds.attrs.update(scale=scale, figure=ID,   # tol and n_tokens: fixed_tol, fixed_n_tokens
                     metric="clustering gap max_{i<j} min(1 - G_ij, 1 + G_ij); clustered iff <= tol")
     return ds
 
@@ -298,8 +299,8 @@ def summary(ds) -> dict:
     """Numbers the notebook quotes, per (model, beta), and ``verdicts``: the comparisons
     with the paper's claims at the smallest and the largest beta (thresholds above)."""
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
-           "n_tokens": int(ds.attrs["n_tokens"]), "d": int(ds.attrs["fixed_d"]),
-           "tol": float(ds.attrs["tol"]),
+           "n_tokens": int(knob_attr(ds, "n_tokens")), "d": int(ds.attrs["fixed_d"]),
+           "tol": float(knob_attr(ds, "tol")),
            "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
            "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))), "by": {}}
     for m in ds.model.values:
@@ -339,7 +340,7 @@ def work(knobs) -> float:
 
 def _measured(ds) -> tuple[float, float]:
     """(seconds of simulation, token-trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float(2 * ds.sizes["trajectory"] * int(ds.attrs["n_tokens"])
+    return sweep_seconds(ds), float(2 * ds.sizes["trajectory"] * int(knob_attr(ds, "n_tokens"))
                                     * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
 
 
@@ -365,8 +366,8 @@ def plot(ds, n_show=N_SHOW):
     t = ds.time.values
     shown = t > 0
     ts = t[shown]
-    tol = float(ds.attrs["tol"])
-    n_tok = int(ds.attrs["n_tokens"])
+    tol = float(knob_attr(ds, "tol"))
+    n_tok = int(knob_attr(ds, "n_tokens"))
     n_show = min(n_show, ds.sizes["trajectory"])
     betas = ds.beta.values
     fig, axes = plt.subplots(3, len(betas), figsize=(5.4 * len(betas), 9.4), sharex=True,

@@ -74,7 +74,8 @@ from .. import rng as _rng
 from .._jit import JIT_PARALLEL
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
+from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
+                      sweep_seconds)
 
 ID = "thm1"
 DESCRIPTION = ("Theorem 1: weak error of the discrete two-token model against the limit SDE, "
@@ -369,8 +370,8 @@ def _finish(raw, scale, *, knobs):
     ds["cell_time_s"] = raw.elapsed_s.sum("block")
     ds.attrs.update({k: v for k, v in raw.attrs.items()})
     ds.attrs.update(
-        scale=scale, figure=ID, beta=knobs["beta"], d=knobs["d"], attention=knobs["attention"],
-        sigma=knobs["sigma"], z0=knobs["z0"], fit_min_snr=knobs["fit_min_snr"],
+        # beta, d, attention, sigma and z0 are the sweep's fixed_* attributes
+        scale=scale, figure=ID, fit_min_snr=knobs["fit_min_snr"],
         fit_L_min=knobs["fit_L_min"], estimator="martingale control variate (exact, mean zero)",
         reference="backward Kolmogorov equation (sde.overlap_expectation)")
     return ds
@@ -579,7 +580,8 @@ def plot(ds):
     ax2.legend(fontsize=7.5)
     n = int(ds.n_traj.max())
     fig.suptitle(f"Theorem 1 for N = 2: discrete overlap chain vs the limit SDE "
-                 rf"($\beta$ = {ds.attrs['beta']:g}, d = {ds.attrs['d']}, {ds.attrs['attention']}, "
-                 rf"$z_0$ = {ds.attrs['z0']:g}, {n:,} trajectories per L)", fontsize=10)
+                 rf"($\beta$ = {knob_attr(ds, 'beta'):g}, d = {knob_attr(ds, 'd')}, "
+                 rf"{knob_attr(ds, 'attention')}, $z_0$ = {knob_attr(ds, 'z0'):g}, "
+                 rf"{n:,} trajectories per L)", fontsize=10)
     fig.tight_layout()
     return fig

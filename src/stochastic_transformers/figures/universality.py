@@ -43,7 +43,8 @@ from .. import simulate, theory
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
+from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
+                      sweep_seconds)
 
 ID = "universality"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -297,9 +298,8 @@ def _finish(ds, scale, *, knobs, conv=None, horizon=None):
         ds["p_unclustered_horizon"] = h.n_unclustered / h.n_traj
         ds["n_traj_horizon"] = h.n_traj
         ds["cell_time_horizon_s"] = float(h.elapsed_s.sum())
-    ds.attrs.update(scale=scale, figure=ID, d=d, L=knobs["L"], T=knobs["T"],
-                    attention=knobs["attention"], tol=knobs["tol"],
-                    gaussian_method=knobs["gaussian_method"],
+    # d, L, T, attention, tol and gaussian_method are the main sweep's fixed_* attributes
+    ds.attrs.update(scale=scale, figure=ID,
                     methods=("gaussian: " + knobs["gaussian_method"]
                              + "; uniform, rademacher: literal"))
     return ds
@@ -381,10 +381,10 @@ def work(knobs) -> float:
 def _measured(ds) -> tuple[float, float]:
     """(seconds of simulation, literal-equivalent trajectory-layers) of a computed dataset,
     its three sweeps together."""
-    method = str(ds.attrs["gaussian_method"])
+    method = str(knob_attr(ds, "gaussian_method"))
     weight = xr.DataArray([_law_work(str(v), method) for v in ds["values"].values],
                           dims="values", coords={"values": ds["values"]})
-    L, T = int(ds.attrs["L"]), float(ds.attrs["T"])
+    L, T = int(knob_attr(ds, "L")), float(knob_attr(ds, "T"))
     seconds = sweep_seconds(ds)
     layers = float((ds.n_traj * weight).sum()) * L * T
     if "cell_time_convergence_s" in ds:
@@ -414,7 +414,7 @@ def cost_by_law(ds, target="paper") -> dict:
     Gaussian-chain cell per beta below beta_c).
     """
     knobs = SCALES[target]
-    L, T = int(ds.attrs["L"]), float(ds.attrs["T"])
+    L, T = int(knob_attr(ds, "L")), float(knob_attr(ds, "T"))
     out = {}
     for law in [str(v) for v in ds["values"].values]:
         layers = float((ds.n_traj.sel(values=law) * L * T).sum())
@@ -450,7 +450,7 @@ def plot(ds):
     axd = fig.add_subplot(gs[1, 0], sharex=ax)
     betas = ds.beta.values
     width = 0.012 * (betas.max() - betas.min() if betas.size > 1 else 1.0)
-    gaussian_method = ds.attrs.get("gaussian_method", "overlap_chain")
+    gaussian_method = knob_attr(ds, "gaussian_method", "overlap_chain")
     for i, law in enumerate(laws):
         sub = ds.sel(values=law)
         x = betas + (i - (len(laws) - 1) / 2) * width
@@ -469,7 +469,7 @@ def plot(ds):
     ax.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
     ax.legend(fontsize=8, loc="upper left")
     n = int(ds.n_traj.max())
-    ax.set_title(f"(a) d = {ds.attrs['d']}, L = {ds.attrs['L']}, T = {ds.attrs['T']:g}, "
+    ax.set_title(f"(a) d = {knob_attr(ds, 'd')}, L = {knob_attr(ds, 'L')}, T = {knob_attr(ds, 'T'):g}, "
                  f"{n:,} trajectories per point; bars: Wilson 95%", fontsize=9.5)
     ax.tick_params(labelbottom=False)
     axd.axhline(0, color="0.3", lw=0.8)
@@ -496,7 +496,7 @@ def plot(ds):
         axc.set_xlabel("L (layers per unit time)")
         axc.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
         axc.set_title(rf"(c) convergence in L at $\beta$ = {ds.attrs['convergence_beta']:g}"
-                      f" (T = {ds.attrs['T']:g}, {int(ds.n_traj_L.max()):,} trajectories)",
+                      f" (T = {knob_attr(ds, 'T'):g}, {int(ds.n_traj_L.max()):,} trajectories)",
                       fontsize=9.5)
         axc.legend(fontsize=8, loc="lower right")
     fig.suptitle("Universality: the two-token outcome law for three laws of the value entries "
