@@ -61,6 +61,10 @@ SMALL_STEP = 0.5
 #: beta ranges over which the summary averages the antipodal fraction above the curve.
 LOW_BETA, HIGH_BETA = 1.5, 3.0
 
+#: The depth check reaches the limit (antipodal almost surely above the curve) when the
+#: antipodal fraction at its largest L exceeds this.
+LIMIT_REACHED = 0.9
+
 
 def step_size(beta, epsilon, L):
     r"""Random part of one step near the antipodal pole, :math:`\varepsilon e^\beta / (2\sqrt L)`.
@@ -263,8 +267,8 @@ def summary(ds) -> dict:
     ``by_L[L]`` is :func:`summary_at`; ``fixed_by_depth`` counts the cells that disagree
     with the limit at the smallest L and agree at the largest, ``still_wrong`` those
     that disagree at both; ``depth_check_limit_reached`` says whether the antipodal
-    fraction at the check point exceeds 0.9 at the largest L of the depth check
-    (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L.
+    fraction at the check point exceeds :data:`LIMIT_REACHED` at the largest L of the
+    depth check (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L.
     """
     Ls = [int(L) for L in ds.L.values]
     by_L = {L: summary_at(ds, L) for L in Ls}
@@ -278,7 +282,7 @@ def summary(ds) -> dict:
            "new_wrong": len(wrong_last - wrong_first),
            "depth_check_antipodal": [float(p) for p in pa],
            "depth_check_L": [int(L) for L in ds.check_L.values],
-           "depth_check_limit_reached": bool(pa[-1] > 0.9)}
+           "depth_check_limit_reached": bool(pa[-1] > LIMIT_REACHED)}
     return out
 
 
