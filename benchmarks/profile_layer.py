@@ -93,7 +93,11 @@ def _time(fn, *args):
 
 
 def main(n=2_000_000):
-    nb.set_num_threads(1)
+    with att.numba_threads(1):   # numba's thread count is restored afterwards
+        _table(n)
+
+
+def _table(n):
     state = np.empty(4, dtype=np.uint64)
     _rng.seed_stream(state, np.uint64(1), np.uint64(2), 0)
     print(f"one thread, {n:,} layers; ns per layer\n")

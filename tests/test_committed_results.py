@@ -56,6 +56,35 @@ def test_obtain_loads_the_committed_result_without_computing(fig_id, monkeypatch
     assert ds.attrs["shown_scale"] == "paper"
 
 
+@pytest.mark.parametrize("fig_id", COMMITTED)
+def test_the_recorded_rate_is_the_committed_runs(fig_id):
+    """A sweep's SECONDS_PER_WORK says it was measured on its committed paper run."""
+    module = figures.get(fig_id)
+    ds = load_committed(fig_id, "paper")
+    seconds, work = module._measured(ds)
+    assert module.SECONDS_PER_WORK == pytest.approx(seconds / work, rel=0.05)
+    assert module.cost("paper", ds) == pytest.approx(seconds / work
+                                                     * module.work(module.SCALES["paper"]))
+
+
+@pytest.mark.parametrize("fig_id, knobs", [("fig9", ("tol", "n_tokens")),
+                                           ("thm1", ("beta", "d", "attention", "z0"))])
+def test_committed_results_draw_from_either_name_of_a_knob(fig_id, knobs):
+    """These files carry a knob both as fixed_<knob> (read now) and under its plain name
+    (written then); either one alone is enough to summarise and draw them."""
+    import matplotlib.pyplot as plt
+
+    module = figures.get(fig_id)
+    ds = load_committed(fig_id, "paper")
+    reference = module.summary(ds)
+    for drop in ("fixed_", ""):
+        one = ds.copy()
+        one.attrs = {k: v for k, v in ds.attrs.items()
+                     if not any(k == drop + name for name in knobs)}
+        assert module.summary(one).keys() == reference.keys()
+        plt.close(module.plot(one))
+
+
 def test_obtain_falls_back_to_quick_where_nothing_is_committed(monkeypatch):
     module = figures.get("fig1")
     assert "fig1" not in COMMITTED

@@ -4,6 +4,7 @@ A new figure that breaks the protocol fails here, before its notebook is written
 """
 
 import inspect
+import math
 
 import matplotlib
 import pytest
@@ -39,6 +40,30 @@ def test_module_declares_the_protocol(fig_id):
         # a sweep's cells are cached under a key that folds in CELL_VERSION
         assert isinstance(module.CELL_VERSION, str) and module.CELL_VERSION
         assert "seed" in inspect.signature(module.cell).parameters
+    if hasattr(module, "_finish"):
+        # one shape of the step from the raw sweep to the dataset: (raw, scale, *, extras)
+        finish = list(inspect.signature(module._finish).parameters.values())
+        assert finish[1].name == "scale"
+        assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in finish[:2])
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in finish[2:])
+    assert not hasattr(module, "finish"), "the finishing step is private: _finish"
+
+
+@pytest.mark.parametrize("fig_id", sorted(f for f, m in MODULES.items() if hasattr(m, "cell")))
+def test_a_sweep_projects_its_cost_for_every_scale(fig_id):
+    module = MODULES[fig_id]
+    assert list(inspect.signature(module.cost).parameters) == ["scale", "ds"]
+    assert math.isfinite(module.SECONDS_PER_WORK) and module.SECONDS_PER_WORK > 0
+    costs = {}
+    for scale in figures.SCALE_NAMES:
+        costs[scale] = module.cost(scale)
+        assert isinstance(costs[scale], float), scale
+        assert math.isfinite(costs[scale]) and costs[scale] > 0, scale
+        assert costs[scale] == pytest.approx(module.SECONDS_PER_WORK
+                                             * module.work(module.SCALES[scale]))
+    assert costs["paper"] >= costs["quick"] >= costs["smoke"]
+    with pytest.raises(ValueError, match="scale"):
+        module.cost("huge")
 
 
 @pytest.mark.parametrize("fig_id", sorted(MODULES))
@@ -61,3 +86,9 @@ def test_smoke_scale_computes_summarises_and_draws(fig_id, tmp_path):
     fig = module.plot(ds)
     assert isinstance(fig, matplotlib.figure.Figure)
     plt.close(fig)
+    if hasattr(module, "cell"):
+        # the rate measured on this run, applied to the scale it ran, gives back its own
+        # cell time: work(knobs) and the work read from the dataset agree
+        seconds = module.cost("smoke", ds)
+        assert math.isfinite(seconds) and seconds > 0
+        assert seconds == pytest.approx(module._measured(ds)[0], rel=1e-9)

@@ -160,7 +160,7 @@ def test_fig8_smoke_dataset(ds8):
     assert np.all(ds8.p_antipodal.sel(beta=fig8.BETAS[0]).isel(time=-1).values <= 0.05)
     s = fig8.summary(ds8)
     assert s["n_points"] == 6 and s["T"] == knobs["T"]
-    assert fig8.projected_cost(ds8, "paper") > 0
+    assert fig8.cost("paper", ds8) > 0
     assert fig8.plot(ds8) is not None
 
 
@@ -196,7 +196,7 @@ def test_fig9_smoke_dataset(ds9):
     assert np.all(ds9.longest_plateau.values <= ds9.time.values[-1])
     s = fig9.summary(ds9)
     assert set(s["by"]) == {(m, float(b)) for m in fig9.MODELS for b in knobs["betas"]}
-    assert fig9.projected_cost(ds9, "paper") > 0
+    assert fig9.cost("paper", ds9) > 0
     assert fig9.plot(ds9) is not None
 
 

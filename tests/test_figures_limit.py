@@ -207,3 +207,31 @@ def test_thm1_chain_restores_numba_thread_count():
     before = numba.get_num_threads()
     thm1.run_chain(50, L=10, times=(1.0,), beta=1.0, d=4, n_threads=1)
     assert numba.get_num_threads() == before
+
+
+@pytest.mark.parametrize("module, ds_name, knobs", [
+    (thm1, "thm1_ds", ("beta", "d", "attention", "sigma", "z0")),
+    (universality, "univ_ds", ("d", "L", "T", "attention", "tol", "gaussian_method")),
+])
+def test_knobs_are_read_as_fixed_attributes_and_old_plain_names_still_work(module, ds_name,
+                                                                           knobs, request):
+    """One name per knob: the sweep's fixed_<knob>; results written when these modules also
+    wrote the plain name (and files carrying only that) still summarise, cost and draw."""
+    import matplotlib.pyplot as plt
+
+    from stochastic_transformers.figures._common import knob_attr
+
+    ds = request.getfixturevalue(ds_name)
+    for name in knobs:
+        assert f"fixed_{name}" in ds.attrs and name not in ds.attrs, name
+    old = ds.copy()
+    old.attrs = {(k.removeprefix("fixed_") if k.removeprefix("fixed_") in knobs else k): v
+                 for k, v in ds.attrs.items()}
+    for name in knobs:
+        assert knob_attr(old, name) == knob_attr(ds, name)
+    assert module.summary(old).keys() == module.summary(ds).keys()
+    assert module.cost("paper", old) == module.cost("paper", ds)
+    plt.close(module.plot(old))
+    with pytest.raises(KeyError, match="fixed_nothing"):
+        knob_attr(ds, "nothing")
+    assert knob_attr(ds, "nothing", None) is None

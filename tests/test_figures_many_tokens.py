@@ -227,7 +227,7 @@ def test_fig6_compute_smoke():
     assert np.all((ds.p_two_token_theory >= 0) & (ds.p_two_token_theory <= 1))
     s = fig6.summary(ds)
     assert set(s["per_n"]) == set(sc["n_tokens"])
-    c = fig6.cost(ds)
+    c = fig6.cost_report(ds)
     assert c["per_step_us"] > 0 and c["paper_cpu_h"] > 0
     # the reduction's bookkeeping: every merged trajectory is counted once
     merged = ds.n_merged_one + ds.n_balanced + ds.n_unbalanced

@@ -127,6 +127,8 @@ def test_fig4_summary_counts_a_constructed_map():
     assert s["by_L"][1000]["n_wrong"] == 0
     assert s["fixed_by_depth"] == 1 and s["still_wrong"] == 0 and s["new_wrong"] == 0
     assert s["depth_check_limit_reached"] is True
+    ds["depth_p_antipodal"] = (("check_L",), np.array([0.2, fig4.LIMIT_REACHED]))
+    assert fig4.summary(ds)["depth_check_limit_reached"] is False   # "exceeds": strictly
     # eps = 0 is deep on the merging side (log ratio -inf), never on the threshold
     assert s["by_L"][100]["n_away"] == 4
 

@@ -622,10 +622,31 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
     ``spawn`` method.
     """
     import xarray as xr
-    from tqdm import tqdm
 
     start_wall = time.perf_counter()
-    # ---- validation: everything below raises before a single cell runs ----
+    plan = _plan(cell, grid, fixed=fixed, seed=seed, name=name, cache_dir=cache_dir,
+                 scheduler=scheduler, n_workers=n_workers, progress=progress,
+                 code_version=code_version, output_dims=output_dims,
+                 output_coords=output_coords)
+    cache_root = _open_cache(cache_dir, name)
+    run = _schedule(plan, cell, cache_root, scheduler=scheduler, progress=progress)
+    data_vars, coords = _assemble(plan, run)
+    attrs = _sweep_attrs(plan, run, scheduler)
+    ds = xr.Dataset(data_vars, coords=coords)
+    attrs["wall_time_s"] = time.perf_counter() - start_wall
+    ds.attrs = attrs
+    return ds
+
+
+# --------------------------------------------------------------------------
+# the stages of run_sweep: validate, read the cache, schedule, assemble
+# --------------------------------------------------------------------------
+
+def _plan(cell, grid, *, fixed, seed, name, cache_dir, scheduler, n_workers, progress,
+          code_version, output_dims, output_coords) -> dict:
+    """Validate every argument of :func:`run_sweep` and list its cells; raises before
+    a single cell runs.  The cells are ``(index, kwargs, cell seed, cache key)`` in grid
+    order."""
     cell_id = _cell_id(cell)
     grid = _check_grid(grid)
     fixed = _check_fixed(fixed, grid)
@@ -655,38 +676,73 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
         cells.append((index, kwargs, cell_seed(seed, kwargs),
                       cache_key(name, cell_id, code_version, kwargs, seed)))
     _check_signature(cell, cells[0][1])
+    return {"cell_id": cell_id, "grid": grid, "fixed": fixed, "seed": seed, "name": name,
+            "mode": mode, "n_workers": n_workers, "code_version": code_version,
+            "out_dims": out_dims, "out_coords": out_coords, "names": names,
+            "grid_shape": grid_shape, "cells": cells}
 
-    cache_root = None
-    if cache_dir is not None:
-        cache_root = Path(cache_dir) / name
-        cache_root.mkdir(parents=True, exist_ok=True)
-        _remove_stale_tmp(cache_root)
 
-    # ---- run ----
-    reserved = set(names) | {CELL_SEED_VAR}
-    results: dict[tuple, dict] = {}
-    times: dict[tuple, float] = {}
-    computed_time = 0.0
-    reference = None
-    pending = []
-    bar = tqdm(total=len(cells), desc=name, unit="cell", disable=not progress,
-               dynamic_ncols=True)
+def _open_cache(cache_dir, name) -> Path | None:
+    """The sweep's cache folder (created, orphaned temporary files removed), or None."""
+    if cache_dir is None:
+        return None
+    cache_root = Path(cache_dir) / name
+    cache_root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(cache_root)
+    return cache_root
 
-    def accept(index, kwargs, key, outputs, elapsed, fresh):
-        nonlocal reference, computed_time
-        outputs = _check_outputs(outputs, reference, reserved, repr(kwargs))
-        if reference is None:
-            reference = outputs
+
+def _read_hits(cells, cache_root, name) -> tuple[dict, list]:
+    """``(hits, pending)``: the cells found in the cache, ``{index: (kwargs, cseed, key,
+    outputs, elapsed, mtime)}``, and those to compute, ``[(index, kwargs, cseed, key)]``.
+
+    A cached cell whose output names differ from the newest cached cell's was written by
+    other code (a cell edited without a CELL_VERSION bump): it is moved to ``pending``.
+    """
+    hits, pending = {}, []
+    for index, kwargs, cseed, key in cells:
+        path = None if cache_root is None else cache_root / f"{key}.npz"
+        hit = None if path is None else _read_cache(path, key)
+        if hit is None:
+            pending.append((index, kwargs, cseed, key))
+        else:
+            hits[index] = (kwargs, cseed, key, *hit, path.stat().st_mtime)
+    if hits:
+        newest = max(hits.values(), key=lambda h: h[5])
+        pending.extend(_stale_hits(hits, set(newest[3]), name))
+    return hits, pending
+
+
+class _Run:
+    """What the scheduling stage gathers: each cell's outputs and seconds, the reference
+    layout of the outputs, and the counts of computed and cached cells."""
+
+    def __init__(self, plan, cell, cache_root, bar):
+        self.plan, self.cell, self.cache_root, self.bar = plan, cell, cache_root, bar
+        self.reserved = set(plan["names"]) | {CELL_SEED_VAR}
+        self.results: dict[tuple, dict] = {}
+        self.times: dict[tuple, float] = {}
+        self.computed_time = 0.0
+        self.reference = None
+        self.pending: list = []
+        self.n_cached = 0
+
+    def accept(self, index, kwargs, key, outputs, elapsed, fresh):
+        """Check one cell's outputs against the others, cache it if fresh, record it."""
+        outputs = _check_outputs(outputs, self.reference, self.reserved, repr(kwargs))
+        if self.reference is None:
+            self.reference = outputs
         if fresh:
-            computed_time += elapsed
-            if cache_root is not None:
-                _write_cache(cache_root / f"{key}.npz", key, outputs, elapsed)
-        results[index] = outputs
-        times[index] = elapsed
-        bar.update(1)
+            self.computed_time += elapsed
+            if self.cache_root is not None:
+                _write_cache(self.cache_root / f"{key}.npz", key, outputs, elapsed)
+        self.results[index] = outputs
+        self.times[index] = elapsed
+        self.bar.update(1)
 
-    def compute(todo):
+    def compute(self, todo, scheduler):
         """Run the cells of ``todo`` (synchronously or on Dask) and accept their outputs."""
+        mode, cell, name = self.plan["mode"], self.cell, self.plan["name"]
         if todo and mode == "synchronous":
             for index, kwargs, cseed, key in todo:
                 try:
@@ -694,17 +750,17 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
                 except Exception as err:
                     _note_cell(err, kwargs)
                     raise
-                accept(index, kwargs, key, outputs, elapsed, fresh=True)
+                self.accept(index, kwargs, key, outputs, elapsed, fresh=True)
         elif todo:
             from distributed import as_completed
 
-            with _client(mode, scheduler, n_workers) as client:
+            with _client(mode, scheduler, self.plan["n_workers"]) as client:
                 futures = {}
                 for index, kwargs, cseed, key in todo:
                     # The task key derives from the cache key: readable in the
                     # dashboard and the same cell is never run twice at once.
                     future = client.submit(_run_cell, cell, kwargs, cseed,
-                                           key=f"{name}-cell-{key[:32]}-{len(results)}")
+                                           key=f"{name}-cell-{key[:32]}-{len(self.results)}")
                     futures[future] = (index, kwargs, key)
                 try:
                     for future in as_completed(list(futures)):
@@ -714,45 +770,47 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
                         except Exception as err:
                             _note_cell(err, kwargs)
                             raise
-                        accept(index, kwargs, key, outputs, elapsed, fresh=True)
+                        self.accept(index, kwargs, key, outputs, elapsed, fresh=True)
                         future.release()
                 finally:
                     if futures:
                         client.cancel(list(futures))
 
+
+def _schedule(plan, cell, cache_root, *, scheduler, progress) -> _Run:
+    """Read the cache, run the missing cells, and gather every cell's outputs."""
+    from tqdm import tqdm
+
+    name = plan["name"]
+    bar = tqdm(total=len(plan["cells"]), desc=name, unit="cell", disable=not progress,
+               dynamic_ncols=True)
+    run = _Run(plan, cell, cache_root, bar)
     try:
-        hits = {}   # index -> (kwargs, cseed, key, outputs, elapsed, mtime)
-        for index, kwargs, cseed, key in cells:
-            path = None if cache_root is None else cache_root / f"{key}.npz"
-            hit = None if path is None else _read_cache(path, key)
-            if hit is None:
-                pending.append((index, kwargs, cseed, key))
-            else:
-                hits[index] = (kwargs, cseed, key, *hit, path.stat().st_mtime)
-        # A cached cell whose output names differ from the newest cached cell's was
-        # written by other code (a cell edited without a CELL_VERSION bump): recompute it.
-        if hits:
-            newest = max(hits.values(), key=lambda h: h[5])
-            stale = _stale_hits(hits, set(newest[3]), name)
-            pending.extend(stale)
-        n_cached = len(hits)
-        bar.set_postfix(cached=n_cached, refresh=False)
-        compute(pending)
-        if reference is not None and hits:
+        hits, run.pending = _read_hits(plan["cells"], cache_root, name)
+        run.n_cached = len(hits)
+        bar.set_postfix(cached=run.n_cached, refresh=False)
+        run.compute(run.pending, scheduler)
+        if run.reference is not None and hits:
             # Fresh cells define the outputs: cached ones that disagree are stale too.
-            again = _stale_hits(hits, set(reference), name)
+            again = _stale_hits(hits, set(run.reference), name)
             if again:   # they replace their hits: the bar's total stays the number of cells
-                pending.extend(again)
-                n_cached = len(hits)
-                compute(again)
+                run.pending.extend(again)
+                run.n_cached = len(hits)
+                run.compute(again, scheduler)
         for index, (kwargs, cseed, key, outputs, elapsed, _) in hits.items():
-            accept(index, kwargs, key, outputs, elapsed, fresh=False)
-        bar.set_postfix(cached=n_cached, refresh=False)
+            run.accept(index, kwargs, key, outputs, elapsed, fresh=False)
+        bar.set_postfix(cached=run.n_cached, refresh=False)
     finally:
         bar.close()
+    return run
 
-    # ---- assemble ----
-    coords = {p: (p, np.asarray(grid[p])) for p in names}
+
+def _assemble(plan, run) -> tuple[dict, dict]:
+    """``(data_vars, coords)`` of the sweep dataset from every cell's outputs."""
+    names, grid_shape, cells = plan["names"], plan["grid_shape"], plan["cells"]
+    out_dims, out_coords = plan["out_dims"], plan["out_coords"]
+    reference, results = run.reference, run.results
+    coords = {p: (p, np.asarray(plan["grid"][p])) for p in names}
     data_vars = {}
     dim_sizes: dict[str, int] = {}
     for var, first in reference.items():
@@ -786,12 +844,17 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
         seeds[index] = cseed
     data_vars[CELL_SEED_VAR] = (tuple(names), seeds,
                                 {"description": "seed passed to each cell (see seed_derivation)"})
+    return data_vars, coords
 
-    attrs = {
-        "sweep_name": name,
-        "sweep_seed": seed,
-        "cell_function": cell_id,
-        "code_version": code_version,
+
+def _sweep_attrs(plan, run, scheduler) -> dict:
+    """The sweep dataset's attributes (all but ``wall_time_s``)."""
+    grid, fixed, names, mode = plan["grid"], plan["fixed"], plan["names"], plan["mode"]
+    return {
+        "sweep_name": plan["name"],
+        "sweep_seed": plan["seed"],
+        "cell_function": plan["cell_id"],
+        "code_version": plan["code_version"],
         "grid_params": json.dumps(names),
         **{f"grid_{p}": _attr(grid[p]) for p in names},
         **{f"fixed_{p}": _attr(v) for p, v in fixed.items()},
@@ -800,17 +863,13 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
                             "JSON of the cell's parameters) as 8 uint32 words)"
                             ".generate_state(1, uint64)[0] >> 1"),
         "scheduler": mode if mode != "address" else scheduler,
-        "n_cells": len(cells),
-        "n_cells_computed": len(pending),
-        "n_cells_cached": n_cached,
-        "cell_time_s": float(sum(times.values())),
-        "cell_time_computed_s": float(computed_time),
+        "n_cells": len(plan["cells"]),
+        "n_cells_computed": len(run.pending),
+        "n_cells_cached": run.n_cached,
+        "cell_time_s": float(sum(run.times.values())),
+        "cell_time_computed_s": float(run.computed_time),
         **provenance(),
     }
-    ds = xr.Dataset(data_vars, coords=coords)
-    attrs["wall_time_s"] = time.perf_counter() - start_wall
-    ds.attrs = attrs
-    return ds
 
 
 def add_fraction(ds, count_var: str, total_var, name: str, level: float = 0.95):

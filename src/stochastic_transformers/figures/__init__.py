@@ -17,10 +17,24 @@ Every figure module defines
     outputs or other numbers for the same arguments invalidates that figure's
     cached cells and no other's; a cached cell whose output names no longer match is
     recomputed even without a bump;
+``cost(scale, ds=None) -> float``, ``work(knobs)`` and ``SECONDS_PER_WORK``
+    for a sweep: the projected seconds of simulation (summed over cells, i.e.
+    core-seconds) of a run at ``scale``.  ``work(knobs)`` counts the figure's unit of
+    work (trajectory-layers for most) for a scale's knobs; ``SECONDS_PER_WORK`` is the
+    rate measured on the project's machine (where, is documented beside it); with a
+    computed dataset ``ds`` the rate is that run's measured cell time per unit of work
+    instead (:func:`._common.projected_cost`).  A richer breakdown, where a notebook
+    quotes one, has its own name (``cost_report``, ``cost_by_law``);
 ``compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides)``
     runs the simulations and returns an :class:`xarray.Dataset` (the
     ``overrides`` replace individual knobs of the scale; an unknown or invalid
-    knob raises a ValueError naming it before anything is computed);
+    knob raises a ValueError naming it before anything is computed).  A sweep
+    module turns the raw sweep output into that dataset in a private
+    ``_finish(raw, scale, *, ...)``: the sweep's dataset first, the scale second, and
+    whatever else it needs (the checked knobs, further sweeps) keyword-only.  A knob
+    that the sweep held fixed is recorded once, as the attribute ``fixed_<knob>`` that
+    the sweep writes, and read with :func:`._common.knob_attr` (which also reads the
+    plain name of older files);
 ``summary(ds) -> dict``
     every number and verdict the notebook's prose quotes, thresholds included;
 ``plot(ds)``

@@ -241,6 +241,63 @@ def cell_threads():
         return None
 
 
+def projected_cost(target_work: float, seconds_per_work: float, measured=None) -> float:
+    """Projected seconds of simulation for a run of ``target_work`` units of work.
+
+    The shared arithmetic of every sweep module's ``cost(scale, ds=None)``.  The module
+    defines its unit of work (``work(knobs)``: trajectory-layers for most figures) and
+    ``SECONDS_PER_WORK``, a rate measured on the project's machine and documented where
+    it is defined.  ``measured`` is ``(seconds, work)`` of a computed dataset: the summed
+    compute time of its sweep cells (``cell_time_s``, cached cells as first measured) and
+    the work they did; with it the rate is that run's, otherwise ``seconds_per_work``.
+    "Seconds of simulation" are summed over cells (core-seconds): the wall time is about
+    that divided by the number of workers.  A rate measured on a tiny run (the smoke
+    scale) is inflated by what every cell costs whatever its length (compiling the
+    kernels, starting a worker).
+
+    Raises a ValueError unless the work and the rate are positive and finite.
+    """
+    if measured is not None:
+        seconds, done = (float(x) for x in measured)
+        if not (math.isfinite(done) and done > 0):
+            raise ValueError(f"the dataset records no work to measure a rate from (work = {done})")
+        rate = seconds / done
+    else:
+        rate = float(seconds_per_work)
+    target_work = float(target_work)
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"seconds per unit of work must be positive and finite; got {rate}")
+    if not (math.isfinite(target_work) and target_work > 0):
+        raise ValueError(f"work must be positive and finite; got {target_work}")
+    return rate * target_work
+
+
+def sweep_seconds(ds) -> float:
+    """Summed compute time of a sweep dataset's cells (its ``cell_time_s`` attribute)."""
+    return float(ds.attrs["cell_time_s"])
+
+
+_MISSING = object()
+
+
+def knob_attr(ds, name: str, default=_MISSING):
+    """The value of knob ``name`` recorded in a figure dataset's attributes.
+
+    One meaning for every figure: a knob that a sweep held fixed is the attribute
+    ``fixed_<name>`` that :func:`stochastic_transformers.sweep.run_sweep` writes (the
+    sweep's own record of what every cell ran with).  Datasets written before every
+    module read that name (universality, fig9 and thm1 also wrote the knob under its
+    plain name) are read through the plain name as a fallback.  Without either, return
+    ``default`` or raise a KeyError naming both.
+    """
+    for key in (f"fixed_{name}", name):
+        if key in ds.attrs:
+            return ds.attrs[key]
+    if default is _MISSING:
+        raise KeyError(f"the dataset records neither fixed_{name} nor {name}")
+    return default
+
+
 def repo_root() -> Path:
     """The source tree's root (where ``results/`` lives) for an editable install."""
     return Path(__file__).resolve().parents[3]

@@ -27,7 +27,8 @@ import numpy as np
 from .. import simulate, theory, two_clusters
 from .._validation import ATTENTIONS, check_int, check_real
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
+from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
+                      resolve_scale, sweep_seconds)
 from .fig7 import time_grid
 
 ID = "clusters"
@@ -152,10 +153,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     for name in ("wall_time_s", "cell_time_s"):
         if name in ds.attrs:
             ds.attrs[name] = float(sum(p.attrs.get(name, 0.0) for p in parts))
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, bands, the Kolmogorov predictions, z-scores and the hovering theory."""
     valid = ds.n_traj > 0
     ds["n_traj_or_one"] = ds.n_traj.where(valid, 1)
@@ -197,6 +198,31 @@ def finish(ds, scale):
     ds["persist_z"] = ((ds.n_antipodal - ds.n_traj * ds.p_predicted) / se).where(informative)
     ds.attrs.update(scale=scale, figure=ID, beta_c=float(theory.critical_beta(d)))
     return ds
+
+
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) of the two-cluster
+#: chain, measured on the committed paper run (results/clusters_paper.nc: 305 s of cell
+#: time for 4e9 trajectory-layers, on the project's 2-core machine).
+SECONDS_PER_WORK = 7.6e-8
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of a run with these knobs: n_traj * L * T per (split, attention, beta)."""
+    cells = len(knobs["splits"]) * (len(knobs["betas_softmax"]) + len(knobs["betas_unnormalized"]))
+    return float(cells * knobs["n_traj"] * knobs["L"] * knobs["T"])
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    layers = float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
+    return sweep_seconds(ds), layers
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 def summary(ds) -> dict:

@@ -21,7 +21,8 @@ from .. import simulate, theory
 from ..classification import outcome_counts
 from ..stats import agreement_z
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, load_committed, resolve_scale
+from ._common import (cell_threads, default_scheduler, load_committed, projected_cost,
+                      resolve_scale, sweep_seconds)
 
 ID = "fig3"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -73,10 +74,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                           "beta": [float(b) for b in knobs["betas"]]},
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                    scheduler=default_scheduler(scale, scheduler), progress=progress)
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, intervals, theory and agreement statistics from the raw counts."""
     for outcome in ("antipodal", "single", "unclustered"):
         ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
@@ -91,6 +92,30 @@ def finish(ds, scale):
     ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory)
     ds.attrs.update(scale=scale, figure=ID, attention_note="softmax; SA and USA share the limit curve")
     return ds
+
+
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`), measured on the
+#: committed paper run (results/fig3_paper.nc: 5,173 s of cell time for 4.62e11
+#: scheduled trajectory-layers on the project's 2-core machine).  Early stopping ends
+#: most trajectories long before LT layers, so this is far below fig8's rate.
+SECONDS_PER_WORK = 1.1e-8
+
+
+def work(knobs) -> float:
+    """Trajectory-layers a run with these knobs schedules: n_traj * L * T per (d, beta)."""
+    return float(knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["d"]) * len(knobs["betas"]))
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 def load_paper_result():

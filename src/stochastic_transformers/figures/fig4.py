@@ -28,7 +28,7 @@ from .. import simulate, theory
 from .._validation import check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
 
 ID = "fig4"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -60,6 +60,10 @@ SMALL_STEP = 0.5
 
 #: beta ranges over which the summary averages the antipodal fraction above the curve.
 LOW_BETA, HIGH_BETA = 1.5, 3.0
+
+#: The depth check reaches the limit (antipodal almost surely above the curve) when the
+#: antipodal fraction at its largest L exceeds this.
+LIMIT_REACHED = 0.9
 
 
 def step_size(beta, epsilon, L):
@@ -167,7 +171,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
         ds[f"depth_{name}"] = chk[name].rename(L="check_L")
     ds.attrs.update(check_beta=beta_chk, check_epsilon=eps_chk,
                     check_n_traj=knobs["check_n_traj"], check_T=knobs["check_T"],
-                    check_wall_time_s=float(chk.attrs.get("wall_time_s", float("nan"))))
+                    check_wall_time_s=float(chk.attrs.get("wall_time_s", float("nan"))),
+                    check_cell_time_s=float(chk.attrs["cell_time_s"]))
     ds["epsilon_c"] = (("beta",), np.asarray(theory.critical_epsilon(ds.beta.values), dtype=float))
     ratio = ds.epsilon / ds.epsilon_c
     ds["p_antipodal_theory"] = (ratio > 1).astype(float)
@@ -177,6 +182,41 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                  ds.L.values[:, None, None]))
     ds.attrs.update(scale=scale, figure=ID, band=BAND, small_step=SMALL_STEP)
     return ds
+
+
+#: Seconds of simulation per trajectory-layer of the hybrid model (the unit of
+#: :func:`work`), measured on the committed paper run (results/fig4_paper.nc: 3,296 s of
+#: cell time for the two maps, 2.9e10 trajectory-layers, on the project's 2-core machine).
+SECONDS_PER_WORK = 1.1e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of a run with these knobs: both maps (n_traj at the first L,
+    deep_n_traj at the others, T each) and the depth check (check_n_traj, check_T)."""
+    cells = len(knobs["betas"]) * len(knobs["epsilons"])
+    Ls = sorted(knobs["Ls"])
+    maps = cells * knobs["T"] * (knobs["n_traj"] * Ls[0] + knobs["deep_n_traj"] * sum(Ls[1:]))
+    return float(maps + knobs["check_n_traj"] * knobs["check_T"] * sum(knobs["check_L"]))
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset; the depth check
+    counts when its cell time is recorded (results computed before it was are measured
+    on the maps alone)."""
+    seconds = sweep_seconds(ds)
+    layers = float((ds.n_traj * ds.L).sum()) * float(ds.attrs["fixed_T"])
+    if "check_cell_time_s" in ds.attrs:
+        seconds += float(ds.attrs["check_cell_time_s"])
+        layers += (float(ds.attrs["check_n_traj"]) * float(ds.attrs["check_T"])
+                   * float(ds.check_L.sum()))
+    return seconds, layers
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 def _log_ratio(ds) -> np.ndarray:
@@ -227,8 +267,8 @@ def summary(ds) -> dict:
     ``by_L[L]`` is :func:`summary_at`; ``fixed_by_depth`` counts the cells that disagree
     with the limit at the smallest L and agree at the largest, ``still_wrong`` those
     that disagree at both; ``depth_check_limit_reached`` says whether the antipodal
-    fraction at the check point exceeds 0.9 at the largest L of the depth check
-    (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L.
+    fraction at the check point exceeds :data:`LIMIT_REACHED` at the largest L of the
+    depth check (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L.
     """
     Ls = [int(L) for L in ds.L.values]
     by_L = {L: summary_at(ds, L) for L in Ls}
@@ -242,7 +282,7 @@ def summary(ds) -> dict:
            "new_wrong": len(wrong_last - wrong_first),
            "depth_check_antipodal": [float(p) for p in pa],
            "depth_check_L": [int(L) for L in ds.check_L.values],
-           "depth_check_limit_reached": bool(pa[-1] > 0.9)}
+           "depth_check_limit_reached": bool(pa[-1] > LIMIT_REACHED)}
     return out
 
 

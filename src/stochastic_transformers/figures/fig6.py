@@ -41,7 +41,8 @@ from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
+from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
+                      resolve_scale, sweep_seconds)
 
 ID = "fig6"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -130,10 +131,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     ds = run_sweep(cell, {"n_tokens": knobs["n_tokens"], "beta": knobs["betas"]},
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                    scheduler=default_scheduler(scale, scheduler), progress=progress)
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, bands, mean cluster count, the split decomposition and the reference curves."""
     ds = add_fraction(ds, "n_antipodal_pair", "n_traj", "p_antipodal_pair")
     ds = add_fraction(ds, "n_clustered", "n_traj", "p_clustered")
@@ -161,14 +162,33 @@ def finish(ds, scale):
     return ds
 
 
-def layer_trajectories(knobs) -> float:
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) on the reduced
+#: path, measured on the committed paper run (results/fig6_paper.nc: 2,188 s of cell
+#: time for 3.4e10 trajectory-layers, N = 3, 4, 5, 8, on the project's 2-core machine).
+SECONDS_PER_WORK = 6.4e-8
+
+
+def work(knobs) -> float:
     """Number of (layer, trajectory) steps a run with these knobs makes."""
-    return (len(knobs["n_tokens"]) * len(knobs["betas"]) * knobs["n_traj"]
-            * knobs["L"] * knobs["T"])
+    return float(len(knobs["n_tokens"]) * len(knobs["betas"]) * knobs["n_traj"]
+                 * knobs["L"] * knobs["T"])
 
 
-def cost(ds, scale="paper") -> dict:
-    """What the run cost and what ``scale`` would cost at the same speed.
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
+    :func:`cost_report` breaks a run's cost down by N."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
+
+
+def cost_report(ds, scale="paper") -> dict:
+    """What the run cost and what ``scale`` would cost at the same speed, in detail.
 
     ``cpu_s`` is the CPU time of the simulations summed over the cells (what a cluster has
     to supply; on a shared machine the wall time of a cell, summed in ``cell_wall_s``, is
@@ -193,7 +213,7 @@ def cost(ds, scale="paper") -> dict:
             "cell_wall_s": float(ds.attrs.get("cell_time_s", np.nan)),
             "wall_s": float(ds.attrs.get("wall_time_s", np.nan)),
             "per_step_us": 1e6 * per_step, "per_step_us_by_n": {n: 1e6 * r for n, r in by_n.items()},
-            "steps": steps, f"{scale}_steps": layer_trajectories(k),
+            "steps": steps, f"{scale}_steps": work(k),
             f"{scale}_cpu_h": sum(cell_s) / 3600.0, f"{scale}_cells": len(cell_s),
             f"{scale}_cell_cpu_min": sum(cell_s) / len(cell_s) / 60.0,
             f"{scale}_longest_cell_min": max(cell_s) / 60.0}

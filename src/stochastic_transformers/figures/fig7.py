@@ -37,7 +37,8 @@ from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, check_simulation_knobs, default_scheduler, resolve_scale
+from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
+                      resolve_scale, sweep_seconds)
 
 ID = "fig7"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -168,10 +169,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                 **{v: ("time", "minority") for v in _PER_SPLIT}},
                    output_coords={"time": times,
                                   "minority": list(range(1, knobs["n_tokens"] // 2 + 1))})
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions and bands from the raw counts."""
     for name in ("antipodal_pair", "clustered", "unsettled", "lost", "gained"):
         ds = add_fraction(ds, f"n_{name}", "n_traj", f"p_{name}")
@@ -196,8 +197,32 @@ def finish(ds, scale):
     return ds
 
 
-def cost(ds, scale="paper") -> dict:
-    """What the run cost and what ``scale`` would cost at the same speed.
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) on the reduced
+#: path, measured on the committed paper run (results/fig7_paper.nc: 191 s of cell time
+#: for 1.5e9 trajectory-layers, N = 4, on the project's 2-core machine).
+SECONDS_PER_WORK = 1.3e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of a run with these knobs: n_traj * L * T per beta."""
+    return float(len(knobs["betas"]) * knobs["n_traj"] * knobs["L"] * knobs["T"])
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
+    The notebook's depth check at 4L is not included.  :func:`cost_report` gives details."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
+
+
+def cost_report(ds, scale="paper") -> dict:
+    """What the run cost and what ``scale`` would cost at the same speed, in detail.
 
     ``cpu_s`` is the CPU time of the simulations summed over the cells (``cell_wall_s``
     their wall time); ``per_step_us`` the median over cells of that CPU time per layer
@@ -209,7 +234,7 @@ def cost(ds, scale="paper") -> dict:
     per_step = float(np.median(ds.simulate_cpu_s.values / (ds.n_traj.values * n_layers)))
     k = SCALES[scale]
     cells = len(k["betas"])
-    target = cells * k["n_traj"] * k["L"] * k["T"]
+    target = work(k)
     return {"cpu_s": float(ds.simulate_cpu_s.sum()),
             "cell_wall_s": float(ds.attrs.get("cell_time_s", np.nan)),
             "wall_s": float(ds.attrs.get("wall_time_s", np.nan)),

@@ -36,7 +36,7 @@ from .._validation import ATTENTIONS, check_choice, check_int, check_real, check
 from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
 from ..simulate import ATTENTIONS
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
 
 ID = "fig8"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -158,10 +158,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
                    scheduler=default_scheduler(scale, scheduler), progress=progress,
                    output_dims={k: ("time",) for k in outputs}, output_coords={"time": times})
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Fractions, Wilson bands, theory and the horizon statistics from the raw counts."""
     from ..stats import agreement_z
 
@@ -244,18 +244,28 @@ def summary(ds) -> dict:
     }
 
 
-def work(ds_or_knobs) -> float:
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) of the overlap
+#: chain with recorded times, measured on the committed paper run (results/fig8_paper.nc:
+#: 159 s of cell time for 8.4e8 trajectory-layers, on the project's 2-core machine).
+SECONDS_PER_WORK = 1.9e-7
+
+
+def work(knobs) -> float:
     """Trajectory-layers a run costs: n_traj * L * T * (number of (beta, d) points)."""
-    if isinstance(ds_or_knobs, dict):
-        k = ds_or_knobs
-        return float(k["n_traj"] * k["L"] * k["T"] * len(k["betas"]) * len(k["d"]))
-    ds = ds_or_knobs
-    return float(ds.n_traj.values.sum() * ds.attrs["fixed_L"] * ds.attrs["fixed_T"])
+    return float(knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"]) * len(knobs["d"]))
 
 
-def projected_cost(ds, scale="paper") -> float:
-    """Core-seconds a run at ``scale`` would take, scaled from this run's measured cell time."""
-    return float(ds.attrs["cell_time_s"]) / work(ds) * work(SCALES[scale])
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float(ds.n_traj.values.sum() * ds.attrs["fixed_L"] * ds.attrs["fixed_T"])
+
+
+def cost(scale, ds=None) -> float:
+    """Projected core-seconds of simulation for ``scale``: at the rate of ``ds`` (its
+    measured cell time per trajectory-layer) if given, else at :data:`SECONDS_PER_WORK`
+    (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 # ----------------------------------------------------------------------------- plot

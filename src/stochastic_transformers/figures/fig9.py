@@ -47,7 +47,8 @@ from .._validation import check_choice, check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..simulate import ATTENTIONS, full_method
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
+                      sweep_seconds)
 from .fig8 import log_time_grid
 
 ID = "fig9"
@@ -207,10 +208,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                     scheduler=default_scheduler(scale, scheduler), progress=progress,
                     output_dims={k: ("model", "member", "time") for k in outs},
                     output_coords={"model": list(MODELS), "time": times})
-    return finish(raw, scale)
+    return _finish(raw, scale)
 
 
-def finish(raw, scale):
+def _finish(raw, scale):
     """Per-trajectory layout (blocks joined) and the summary curves."""
     import xarray as xr
 
@@ -243,7 +244,7 @@ def finish(raw, scale):
     ds["t_clustered"] = (("model", "beta", "trajectory"), first_time(ds.clustered.values, times))
     ds["longest_plateau"] = (("model", "beta", "trajectory"), longest_plateau(
         ds.n_clusters.values, ds.clustered.values, times, n_tokens))
-    ds.attrs.update(scale=scale, figure=ID, tol=tol, n_tokens=n_tokens,
+    ds.attrs.update(scale=scale, figure=ID,   # tol and n_tokens: fixed_tol, fixed_n_tokens
                     metric="clustering gap max_{i<j} min(1 - G_ij, 1 + G_ij); clustered iff <= tol")
     return ds
 
@@ -298,8 +299,8 @@ def summary(ds) -> dict:
     """Numbers the notebook quotes, per (model, beta), and ``verdicts``: the comparisons
     with the paper's claims at the smallest and the largest beta (thresholds above)."""
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
-           "n_tokens": int(ds.attrs["n_tokens"]), "d": int(ds.attrs["fixed_d"]),
-           "tol": float(ds.attrs["tol"]),
+           "n_tokens": int(knob_attr(ds, "n_tokens")), "d": int(ds.attrs["fixed_d"]),
+           "tol": float(knob_attr(ds, "tol")),
            "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
            "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))), "by": {}}
     for m in ds.model.values:
@@ -324,20 +325,31 @@ def summary(ds) -> dict:
     return out
 
 
-def work(ds_or_knobs) -> float:
-    """Token-trajectory-layers a run costs (both models): 2 * n_traj * N * L * T * n_betas."""
-    if isinstance(ds_or_knobs, dict):
-        k = ds_or_knobs
-        return float(2 * k["n_traj"] * k["n_tokens"] * k["L"] * k["T"] * len(k["betas"]))
-    ds = ds_or_knobs
-    return float(2 * ds.sizes["trajectory"] * int(ds.attrs["n_tokens"]) * ds.attrs["fixed_L"]
-                 * ds.attrs["fixed_T"] * ds.sizes["beta"])
+#: Seconds of simulation per token-trajectory-layer (the unit of :func:`work`, both
+#: models), measured on the committed paper run (results/fig9_paper.nc: 384 s of cell
+#: time for 3.2e9 token-trajectory-layers, N = 8, on the project's 2-core machine).
+SECONDS_PER_WORK = 1.2e-7
 
 
-def projected_cost(ds, scale="paper") -> float:
-    """Core-seconds a run at ``scale`` would take, scaled from this run's measured cell time
+def work(knobs) -> float:
+    """Token-trajectory-layers a run costs (both models): 2 * n_traj * N * L * T * n_betas
     (linear in N, which slightly underestimates for larger N: attention costs N^2)."""
-    return float(ds.attrs["cell_time_s"]) / work(ds) * work(SCALES[scale])
+    return float(2 * knobs["n_traj"] * knobs["n_tokens"] * knobs["L"] * knobs["T"]
+                 * len(knobs["betas"]))
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, token-trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float(2 * ds.sizes["trajectory"] * int(knob_attr(ds, "n_tokens"))
+                                    * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
+
+
+def cost(scale, ds=None) -> float:
+    """Projected core-seconds of simulation for ``scale``: at the rate of ``ds`` (its
+    measured cell time per token-trajectory-layer) if given, else at
+    :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 # ----------------------------------------------------------------------------- plot
@@ -354,8 +366,8 @@ def plot(ds, n_show=N_SHOW):
     t = ds.time.values
     shown = t > 0
     ts = t[shown]
-    tol = float(ds.attrs["tol"])
-    n_tok = int(ds.attrs["n_tokens"])
+    tol = float(knob_attr(ds, "tol"))
+    n_tok = int(knob_attr(ds, "n_tokens"))
     n_show = min(n_show, ds.sizes["trajectory"])
     betas = ds.beta.values
     fig, axes = plt.subplots(3, len(betas), figsize=(5.4 * len(betas), 9.4), sharex=True,

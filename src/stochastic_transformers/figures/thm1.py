@@ -74,7 +74,8 @@ from .. import rng as _rng
 from .._jit import JIT_PARALLEL
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
+                      sweep_seconds)
 
 ID = "thm1"
 DESCRIPTION = ("Theorem 1: weak error of the discrete two-token model against the limit SDE, "
@@ -300,7 +301,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                  ("mean_plain", "m2_plain", "mean_cv", "m2_cv", "count")},
                     output_coords={"function": list(knobs["functions"]),
                                    "time": list(knobs["times"])})
-    return finish(raw, knobs, scale)
+    return _finish(raw, scale, knobs=knobs)
 
 
 def _pool(raw, kind):
@@ -313,7 +314,7 @@ def _pool(raw, kind):
     return mean, se, n
 
 
-def finish(raw, knobs, scale):
+def _finish(raw, scale, *, knobs):
     """Reference values, weak errors, standard errors and fits from the raw block sums."""
     from .. import sde
 
@@ -369,8 +370,8 @@ def finish(raw, knobs, scale):
     ds["cell_time_s"] = raw.elapsed_s.sum("block")
     ds.attrs.update({k: v for k, v in raw.attrs.items()})
     ds.attrs.update(
-        scale=scale, figure=ID, beta=knobs["beta"], d=knobs["d"], attention=knobs["attention"],
-        sigma=knobs["sigma"], z0=knobs["z0"], fit_min_snr=knobs["fit_min_snr"],
+        # beta, d, attention, sigma and z0 are the sweep's fixed_* attributes
+        scale=scale, figure=ID, fit_min_snr=knobs["fit_min_snr"],
         fit_L_min=knobs["fit_L_min"], estimator="martingale control variate (exact, mean zero)",
         reference="backward Kolmogorov equation (sde.overlap_expectation)")
     return ds
@@ -439,6 +440,31 @@ def fit_order(L, err, se, *, min_snr=3.0, L_min=1):
 
 #: A fitted order within this many standard errors of 1 counts as first-order convergence.
 ORDER_AGREEMENT_SE = 2.0
+
+
+#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) of the
+#: control-variate chain, measured on the committed paper run (results/thm1_paper.nc:
+#: 647 s of cell time for 2.9e9 trajectory-layers, on the project's 2-core machine).
+SECONDS_PER_WORK = 2.2e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of a run with these knobs: every trajectory runs max(times) * L
+    layers, for each L."""
+    return float(knobs["n_traj"] * sum(knobs["Ls"]) * max(knobs["times"]))
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    return sweep_seconds(ds), float((ds.n_traj * ds.L).sum()) * float(ds.time.max())
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
+    The Kolmogorov reference (seconds) is not included."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
 
 
 def summary(ds) -> dict:
@@ -554,7 +580,8 @@ def plot(ds):
     ax2.legend(fontsize=7.5)
     n = int(ds.n_traj.max())
     fig.suptitle(f"Theorem 1 for N = 2: discrete overlap chain vs the limit SDE "
-                 rf"($\beta$ = {ds.attrs['beta']:g}, d = {ds.attrs['d']}, {ds.attrs['attention']}, "
-                 rf"$z_0$ = {ds.attrs['z0']:g}, {n:,} trajectories per L)", fontsize=10)
+                 rf"($\beta$ = {knob_attr(ds, 'beta'):g}, d = {knob_attr(ds, 'd')}, "
+                 rf"{knob_attr(ds, 'attention')}, $z_0$ = {knob_attr(ds, 'z0'):g}, "
+                 rf"{n:,} trajectories per L)", fontsize=10)
     fig.tight_layout()
     return fig

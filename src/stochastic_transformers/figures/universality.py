@@ -43,7 +43,8 @@ from .. import simulate, theory
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, resolve_scale
+from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
+                      sweep_seconds)
 
 ID = "universality"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -179,7 +180,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                                             "n_unclustered": ("horizon",)},
                             output_coords={"horizon": [knobs["T"] * f for f in
                                                        knobs["horizon_factors"]]})
-    return finish(ds, conv, knobs, scale, horizon)
+    return _finish(ds, scale, knobs=knobs, conv=conv, horizon=horizon)
 
 
 def homogeneity_test(counts, totals):
@@ -226,7 +227,7 @@ def two_proportion_z(k1, n1, k2, n2):
         return np.where(se > 0, (k1 / n1 - k2 / n2) / np.where(se > 0, se, 1.0), 0.0)
 
 
-def finish(ds, conv, knobs, scale, horizon=None):
+def _finish(ds, scale, *, knobs, conv=None, horizon=None):
     """Fractions, bands, theory, deviations and the between-law tests from the raw counts."""
     from scipy import stats
 
@@ -297,9 +298,8 @@ def finish(ds, conv, knobs, scale, horizon=None):
         ds["p_unclustered_horizon"] = h.n_unclustered / h.n_traj
         ds["n_traj_horizon"] = h.n_traj
         ds["cell_time_horizon_s"] = float(h.elapsed_s.sum())
-    ds.attrs.update(scale=scale, figure=ID, d=d, L=knobs["L"], T=knobs["T"],
-                    attention=knobs["attention"], tol=knobs["tol"],
-                    gaussian_method=knobs["gaussian_method"],
+    # d, L, T, attention, tol and gaussian_method are the main sweep's fixed_* attributes
+    ds.attrs.update(scale=scale, figure=ID,
                     methods=("gaussian: " + knobs["gaussian_method"]
                              + "; uniform, rademacher: literal"))
     return ds
@@ -347,7 +347,65 @@ def summary(ds) -> dict:
     return out
 
 
-def projected_cost_s(ds, target="paper") -> dict:
+#: Seconds of simulation per trajectory-layer of the literal model (the unit of
+#: :func:`work`): 2.57 M trajectory-layers a second per core, measured on long runs on the
+#: project's 2-core machine (README, "Paper scale"; no paper-scale result is committed).
+SECONDS_PER_WORK = 3.9e-7
+#: A layer of the Gaussian overlap chain in units of a literal layer: the chain runs
+#: 11-12.5 M trajectory-layers a second per core on the same machine, against 2.57 M.
+CHAIN_LAYER_WORK = 0.22
+
+
+def _law_work(law, gaussian_method) -> float:
+    """Work of one trajectory-layer of ``law``: 1 on the literal method, less on the chain."""
+    return CHAIN_LAYER_WORK if law == "gaussian" and gaussian_method == "overlap_chain" else 1.0
+
+
+def work(knobs) -> float:
+    """Literal-equivalent trajectory-layers of a run with these knobs: the main sweep and
+    the L sweep for every law (a Gaussian chain layer counts :data:`CHAIN_LAYER_WORK`) and
+    the horizon check (Gaussian chain to ``T * max(horizon_factors)``)."""
+    per_law = sum(_law_work(law, knobs["gaussian_method"]) for law in knobs["values"])
+    layers = knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"])
+    if knobs["convergence_beta"] is not None:
+        layers += knobs["convergence_n_traj"] * knobs["T"] * sum(
+            x for x in knobs["convergence_Ls"] if x != knobs["L"])
+    below = [b for b in knobs["betas"] if 0.0 < b < theory.critical_beta(knobs["d"])]
+    horizon = 0.0
+    if below and len(knobs["horizon_factors"]) > 0 and "gaussian" in knobs["values"]:
+        horizon = (len(below) * knobs["n_traj"] * knobs["L"] * knobs["T"]
+                   * max(knobs["horizon_factors"]) * CHAIN_LAYER_WORK)
+    return float(per_law * layers + horizon)
+
+
+def _measured(ds) -> tuple[float, float]:
+    """(seconds of simulation, literal-equivalent trajectory-layers) of a computed dataset,
+    its three sweeps together."""
+    method = str(knob_attr(ds, "gaussian_method"))
+    weight = xr.DataArray([_law_work(str(v), method) for v in ds["values"].values],
+                          dims="values", coords={"values": ds["values"]})
+    L, T = int(knob_attr(ds, "L")), float(knob_attr(ds, "T"))
+    seconds = sweep_seconds(ds)
+    layers = float((ds.n_traj * weight).sum()) * L * T
+    if "cell_time_convergence_s" in ds:
+        seconds += float(ds.cell_time_convergence_s.sum())
+        own = ds.n_traj_L.where(ds.L_conv != L, 0)   # the main sweep's L is counted above
+        layers += float((own * ds.L_conv * weight).sum()) * T
+    if "cell_time_horizon_s" in ds:
+        seconds += float(ds.cell_time_horizon_s)
+        layers += float(ds.n_traj_horizon.sum()) * L * float(ds.horizon.max()) * CHAIN_LAYER_WORK
+    return seconds, layers
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
+    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
+    :func:`cost_by_law` splits a run's projection by law."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
+
+
+def cost_by_law(ds, target="paper") -> dict:
     """CPU-seconds the ``target`` scale would take, per law, at this run's cost per layer.
 
     A cell's cost is proportional to trajectories x layers (L T); the rate of each law
@@ -356,7 +414,7 @@ def projected_cost_s(ds, target="paper") -> dict:
     Gaussian-chain cell per beta below beta_c).
     """
     knobs = SCALES[target]
-    L, T = int(ds.attrs["L"]), float(ds.attrs["T"])
+    L, T = int(knob_attr(ds, "L")), float(knob_attr(ds, "T"))
     out = {}
     for law in [str(v) for v in ds["values"].values]:
         layers = float((ds.n_traj.sel(values=law) * L * T).sum())
@@ -392,7 +450,7 @@ def plot(ds):
     axd = fig.add_subplot(gs[1, 0], sharex=ax)
     betas = ds.beta.values
     width = 0.012 * (betas.max() - betas.min() if betas.size > 1 else 1.0)
-    gaussian_method = ds.attrs.get("gaussian_method", "overlap_chain")
+    gaussian_method = knob_attr(ds, "gaussian_method", "overlap_chain")
     for i, law in enumerate(laws):
         sub = ds.sel(values=law)
         x = betas + (i - (len(laws) - 1) / 2) * width
@@ -411,7 +469,7 @@ def plot(ds):
     ax.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
     ax.legend(fontsize=8, loc="upper left")
     n = int(ds.n_traj.max())
-    ax.set_title(f"(a) d = {ds.attrs['d']}, L = {ds.attrs['L']}, T = {ds.attrs['T']:g}, "
+    ax.set_title(f"(a) d = {knob_attr(ds, 'd')}, L = {knob_attr(ds, 'L')}, T = {knob_attr(ds, 'T'):g}, "
                  f"{n:,} trajectories per point; bars: Wilson 95%", fontsize=9.5)
     ax.tick_params(labelbottom=False)
     axd.axhline(0, color="0.3", lw=0.8)
@@ -438,7 +496,7 @@ def plot(ds):
         axc.set_xlabel("L (layers per unit time)")
         axc.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
         axc.set_title(rf"(c) convergence in L at $\beta$ = {ds.attrs['convergence_beta']:g}"
-                      f" (T = {ds.attrs['T']:g}, {int(ds.n_traj_L.max()):,} trajectories)",
+                      f" (T = {knob_attr(ds, 'T'):g}, {int(ds.n_traj_L.max()):,} trajectories)",
                       fontsize=9.5)
         axc.legend(fontsize=8, loc="lower right")
     fig.suptitle("Universality: the two-token outcome law for three laws of the value entries "
