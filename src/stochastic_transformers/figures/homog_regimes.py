@@ -30,7 +30,7 @@ from .._validation import check_int, check_real
 from ..homogenized import overlap_moments
 from ..random_attention import noise_clock
 from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, load_committed, resolve_scale
+from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
 
 ID = "homog_regimes"
 CELL_VERSION = "1"
@@ -80,10 +80,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                    fixed=fixed, seed=check_int("seed", knobs["seed"], 0), name=f"{ID}-{scale}",
                    cache_dir=cache_dir, scheduler=default_scheduler(scale, scheduler),
                    progress=progress)
-    return finish(ds, scale)
+    return _finish(ds, scale)
 
 
-def finish(ds, scale):
+def _finish(ds, scale):
     """Limit moments at each cell's tau, a fine theory curve, and z-scores."""
     d, beta = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_beta"])
     taus = ds.tau.values.ravel()
@@ -203,12 +203,34 @@ def plot(ds):
                 label="long-time value 1 + 1/d")
     axb.axvspan(float(ds.tau_fine.min()), TAU_FROZEN, color="#dde8f5", zorder=0)
     axb.axvspan(TAU_SATURATED, float(ds.tau_fine.max()), color="#f5e6dd", zorder=0)
-    axb.text(1.5e-3, 1.3, "noise vanishes\n(ODE: frozen)", fontsize=8, va="top")
-    axb.text(0.4, 1.3, "SDE", fontsize=8, va="top")
-    axb.text(12, 1.3, "noise\ndominates", fontsize=8, va="top")
+    axb.text(1.3e-3, 0.3, "noise vanishes\n(ODE: frozen)", fontsize=8, va="top")
+    axb.text(0.25, 0.02, "SDE with\ncommon noise", fontsize=8, va="top")
+    axb.text(10, 0.3, "noise\ndominates", fontsize=8, va="top")
     axb.set(xscale="log", yscale="log", xlabel=r"noise clock $\tau = L\eta^2/H$",
             ylabel=r"$E[(R_L - R_0)^2]$", ylim=(None, 2.0),
             title=f"every cell on one curve ({int(ds.n_traj.max()):,} pairs a cell; bars 2 s.e.)")
     axb.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+#: Seconds of simulation per trajectory-layer-head (two tokens, d = 4), measured on the
+#: quick run of this machine.
+SECONDS_PER_WORK = 1.0e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layer-heads scheduled: n_traj * sum(Ls) * sum(heads) * len(gammas)."""
+    return float(knobs["n_traj"] * sum(knobs["Ls"]) * sum(knobs["heads"]) * len(knobs["gammas"]))
+
+
+def _measured(ds):
+    knobs = {"n_traj": int(ds.n_traj.max()), "Ls": [int(v) for v in ds.L.values],
+             "heads": [int(v) for v in ds.n_heads.values], "gammas": list(ds.gamma.values)}
+    return float(ds.attrs["cell_time_s"]), work(knobs)
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation for ``scale`` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))

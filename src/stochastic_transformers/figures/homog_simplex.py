@@ -1,0 +1,210 @@
+r"""The simplex regime (the follow-up's Theorem 2): one scalar carries the whole Gram matrix.
+
+N tokens start from the simplex Gram matrix :math:`R(0) = (1-\gamma_0)I + \gamma_0\mathbf 1\mathbf 1^\top`
+(:math:`x_i = \sqrt{\gamma_0}\,e_0 + \sqrt{1-\gamma_0}\,e_i`) in the random-attention model,
+one head, :math:`\beta = b/(\sigma_{qk}^2\sqrt d)` so that the scores have standard deviation
+about b.  By symmetry the expected drift keeps the simplex form; the follow-up's Theorem 2
+says the Gram matrix stays close to it, with :math:`\gamma(t)` following a scalar ODE, and
+that attention concentrating on one token (large :math:`\beta`) slows it (their Figure 2).
+The constant of that ODE is lost in the text extraction; our derivation
+(:mod:`stochastic_transformers.homogenized`) gives, on the clock :math:`t = d\tau`,
+
+.. math::
+
+    \frac{d\gamma}{dt} = \frac1d\Bigl([\gamma + (1-\gamma)g](d - 2 + \gamma^2)
+        - (d-1)\gamma[\gamma + (1-\gamma)f]\Bigr),\qquad
+    f = E\sum_k\pi_{ik}^2,\ g = E\sum_k\pi_{ik}\pi_{jk},
+
+with f, g Monte Carlo averages over the random keys and queries at the simplex
+(:func:`stochastic_transformers.homogenized.simplex_path`; its band is two standard errors
+of f and g).  The figure draws the simulated :math:`\gamma(t)` (mean off-diagonal overlap)
+over it, and the spread of the off-diagonal overlaps inside a trajectory (how far the
+Gram matrix strays from the simplex).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import simulate
+from .._validation import check_int, check_real
+from ..homogenized import simplex_path
+from ..sweep import run_sweep
+from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
+from .homog_logistic import _schedule
+
+ID = "homog_simplex"
+CELL_VERSION = "1"
+DESCRIPTION = ("random keys and queries from a simplex: gamma(t) against the scalar dynamics, "
+               "slowing as attention sharpens (follow-up's Theorem 2)")
+
+_BASE = dict(n_tokens=8, d=(32, 64, 128), gamma0=0.1, bs=(0.0, 1.0, 2.0, 4.0, 8.0), t_max=4.0,
+             n_layers=400, n_times=21, theory_samples=8000, seed=0)
+SCALES = {
+    "smoke": dict(_BASE, d=(16, 32), bs=(0.0, 4.0), n_traj=40, n_layers=80, n_times=5,
+                  theory_samples=500),
+    "quick": dict(_BASE, n_traj=400),
+    "paper": dict(_BASE, n_traj=4000, theory_samples=40_000),
+}
+def simplex_tokens(n_tokens, d, gamma0):
+    """Unit vectors with Gram matrix (1 - gamma0) I + gamma0 1 1^T (needs d > n_tokens)."""
+    x = np.zeros((n_tokens, d))
+    x[:, 0] = math.sqrt(gamma0)
+    x[np.arange(n_tokens), np.arange(1, n_tokens + 1)] = math.sqrt(1.0 - gamma0)
+    return x
+
+
+def cell(*, d, b, n_tokens, gamma0, n_traj, t_max, n_layers, n_times, seed):
+    """One b: gamma(t) and the within-trajectory spread of the off-diagonal overlaps."""
+    T, L, times = _schedule(d, t_max, n_layers, n_times)
+    beta = b / math.sqrt(d)
+    ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, times=times,
+                  x0=simplex_tokens(n_tokens, d, gamma0), model="random_attention", seed=seed,
+                  n_threads=cell_threads())
+    off = ~np.eye(n_tokens, dtype=bool)
+    r = ds.gram_t.values[:, :, off]                      # (trajectory, time, pairs)
+    gam = r.mean(axis=2)
+    return {"gamma_mean": gam.mean(axis=0),
+            "gamma_se": gam.std(axis=0, ddof=1) / math.sqrt(n_traj),
+            "gamma_q10": np.quantile(gam, 0.1, axis=0), "gamma_q90": np.quantile(gam, 0.9, axis=0),
+            "pair_spread": r.std(axis=2).mean(axis=0), "n_traj": n_traj}
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the b sweep and attach the scalar dynamics for each b."""
+    knobs = resolve_scale(SCALES, scale, overrides)
+    n_tokens = check_int("n_tokens", knobs["n_tokens"], 2)
+    dims = tuple(check_int("d", v, n_tokens + 1) for v in knobs["d"])
+    gamma0 = check_real("gamma0", knobs["gamma0"], 0.0, 1.0)
+    if gamma0 >= 1.0:
+        raise ValueError("gamma0 must be < 1 (gamma0 = 1 is one point, which never moves)")
+    bs = tuple(check_real("bs", v, 0.0, 20.0) for v in knobs["bs"])
+    t_max = check_real("t_max", knobs["t_max"], 0.0, strict_min=True)
+    n_layers = check_int("n_layers", knobs["n_layers"], 1)
+    n_times = check_int("n_times", knobs["n_times"], 2)
+    for d in dims:
+        _schedule(d, t_max, n_layers, n_times)
+    samples = check_int("theory_samples", knobs["theory_samples"], 100)
+    fixed = dict(n_tokens=n_tokens, gamma0=gamma0, n_traj=check_int("n_traj", knobs["n_traj"], 2),
+                 t_max=t_max, n_layers=n_layers, n_times=n_times)
+    t = np.linspace(0.0, t_max, n_times)
+    outs = ("gamma_mean", "gamma_se", "gamma_q10", "gamma_q90", "pair_spread")
+    ds = run_sweep(cell, {"d": list(dims), "b": list(bs)}, fixed=fixed, seed=check_int("seed", knobs["seed"], 0),
+                   name=f"{ID}-{scale}", cache_dir=cache_dir,
+                   scheduler=default_scheduler(scale, scheduler), progress=progress,
+                   output_dims={k: ("t",) for k in outs}, output_coords={"t": t})
+    return _finish(ds, scale, samples=samples)
+
+
+def _finish(ds, scale, *, samples):
+    n, g0 = int(ds.attrs["fixed_n_tokens"]), float(ds.attrs["fixed_gamma0"])
+    t_fine = np.linspace(0.0, float(ds.t.max()), 81)
+    ds = ds.assign_coords(t_fine=t_fine)
+    shape = (ds.sizes["d"], ds.sizes["b"])
+    th, band = np.empty(shape + (ds.sizes["t"],)), np.empty(shape + (ds.sizes["t"],))
+    th_f, band_f = np.empty(shape + (t_fine.size,)), np.empty(shape + (t_fine.size,))
+    grid = np.unique(np.concatenate([ds.t.values, t_fine]))
+    for i, d in enumerate(ds.d.values):
+        for j, b in enumerate(ds.b.values):
+            path, spread = simplex_path(grid, g0, n, float(b) / math.sqrt(d), int(d),
+                                        n_samples=samples)
+            th[i, j], band[i, j] = np.interp(ds.t.values, grid, path), np.interp(ds.t.values, grid, spread)
+            th_f[i, j], band_f[i, j] = np.interp(t_fine, grid, path), np.interp(t_fine, grid, spread)
+    ds["gamma_theory"] = (("d", "b", "t"), th)
+    ds["theory_band"] = (("d", "b", "t"), band)
+    ds["gamma_theory_fine"] = (("d", "b", "t_fine"), th_f)
+    ds["theory_band_fine"] = (("d", "b", "t_fine"), band_f)
+    se = np.sqrt(ds.gamma_se**2 + (ds.theory_band / 2) ** 2)
+    ds["z_gamma"] = ((ds.gamma_mean - ds.gamma_theory) / se).where(ds.t > 0, 0.0)
+    ds["max_abs_gap"] = np.abs(ds.gamma_mean - ds.gamma_theory).max("t")
+    ds.attrs.update(scale=scale, figure=ID, theory_samples=samples)
+    return ds
+
+
+def load_paper_result():
+    return load_committed(ID, "paper")
+
+
+#: The verdict on the approach to the scalar dynamics: the largest gap must shrink with d,
+#: its fitted exponent below GAP_SLOPE_MAX (a finite-d correction; the theorem is asymptotic).
+GAP_SLOPE_MAX = -0.5
+
+
+def summary(ds) -> dict:
+    """Per (d, b): largest gap to the scalar dynamics and its z; the gap's decay in d; the
+    slowing with b at the largest d; how far the Gram matrix strays from the simplex."""
+    big = ds.isel(d=-1)
+    final = big.gamma_mean.isel(t=-1).values
+    logd = np.log(ds.d.values.astype(float))
+    out = {"d": [int(v) for v in ds.d.values], "b": [float(v) for v in ds.b.values],
+           "n_traj": int(ds.n_traj.max()),
+           "max_abs_gap": {float(b): [float(v) for v in ds.max_abs_gap.sel(b=b).values]
+                           for b in ds.b.values},
+           "max_abs_z_large_d": {float(b): float(np.abs(big.z_gamma.sel(b=b)).max())
+                                 for b in ds.b.values},
+           "gap_slope": {}, "final_gamma": [float(v) for v in final],
+           "final_gamma_theory": [float(v) for v in big.gamma_theory.isel(t=-1).values],
+           "max_pair_spread": [float(v) for v in ds.pair_spread.max(("b", "t")).values],
+           "slows_with_b": bool(np.all(np.diff(final) < 0))}
+    for b in ds.b.values:
+        g = ds.max_abs_gap.sel(b=b).values
+        out["gap_slope"][float(b)] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
+    out["gap_shrinks_with_d"] = bool(all(v < GAP_SLOPE_MAX for v in out["gap_slope"].values()))
+    return out
+
+
+def plot(ds):
+    """(left) gamma(t) at the largest d for each b: simulated mean with 10-90% band, the
+    scalar ODE with its MC band; (right) the largest gap to the ODE against d."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    fig, (ax, axs) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
+    big = ds.isel(d=-1)
+    for colour, b in zip(palette(ds.sizes["b"]), ds.b.values):
+        sub = big.sel(b=b)
+        ax.fill_between(ds.t, sub.gamma_q10, sub.gamma_q90, color=colour, alpha=0.12, lw=0)
+        ax.errorbar(ds.t, sub.gamma_mean, yerr=2 * sub.gamma_se, fmt="o", ms=3, color=colour,
+                    capsize=1.5, lw=0.8, label=f"b = {b:g}")
+        ax.plot(ds.t_fine, sub.gamma_theory_fine, color=colour, lw=1.2)
+        ax.fill_between(ds.t_fine, sub.gamma_theory_fine - sub.theory_band_fine,
+                        sub.gamma_theory_fine + sub.theory_band_fine, color=colour, alpha=0.3, lw=0)
+        axs.plot(ds.d, ds.max_abs_gap.sel(b=b), "o-", ms=4, color=colour, label=f"b = {b:g}")
+    ax.plot([], [], color="0.3", lw=1.2, label="scalar dynamics (ours)")
+    ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"$\gamma(t)$ (mean off-diagonal overlap)",
+           title=f"simplex start, N = {ds.attrs['fixed_n_tokens']}, d = {int(big.d)}, "
+                 r"$\beta = b/\sqrt{d}$ (band: 10-90%)")
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    dd = ds.d.values.astype(float)
+    axs.set(xscale="log", yscale="log", xlabel="d", ylabel=r"$\max_t|E\gamma(t) - \gamma_{ODE}(t)|$",
+            title=f"gap to the scalar dynamics ({int(ds.n_traj.max()):,} runs a point)")
+    axs.set_xticks(dd, [str(int(v)) for v in dd])
+    axs.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+#: Seconds of simulation per token-dimension-trajectory-layer, measured on the quick run.
+SECONDS_PER_WORK = 1.0e-8
+
+
+def work(knobs) -> float:
+    """n_traj * n_layers * N * d * len(bs)."""
+    return float(knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"])
+                 * len(knobs["bs"]))
+
+
+def _measured(ds):
+    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
+             "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
+             "bs": list(ds.b.values)}
+    return float(ds.attrs["cell_time_s"]), work(knobs)
+
+
+def cost(scale, ds=None) -> float:
+    """Projected seconds of simulation for ``scale`` (see :func:`._common.projected_cost`)."""
+    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
+                          None if ds is None else _measured(ds))
