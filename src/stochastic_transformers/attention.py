@@ -136,9 +136,13 @@ def householder_r(m, r, v):
         norm2 = 0.0
         for a in range(j, d):
             norm2 += m[a, j] * m[a, j]
-        norm = math.sqrt(norm2)
-        if norm == 0.0:
+        # A remainder below 1e-140 is rounding noise that earlier reflections of a
+        # rank-deficient matrix left behind (it shrinks by ~1e-17 a column); reflecting it
+        # would divide by a subnormal number and return inf or NaN.  Left as it is, it
+        # changes r^T r by ~1e-280.
+        if norm2 < 1e-280:
             continue
+        norm = math.sqrt(norm2)
         alpha = -norm if m[j, j] >= 0.0 else norm
         vnorm2 = 0.0
         for a in range(j, d):

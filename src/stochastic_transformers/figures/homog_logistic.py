@@ -91,18 +91,32 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                  n_times=n_times)
     t = np.linspace(0.0, t_max, n_times)
     outs = ("m_mean", "m_q10", "m_q90", "u_mean", "gap_mean", "gap_se")
-    ds = run_sweep(cell, {"d": list(ds_), "b": list(bs)}, fixed=fixed,
-                   seed=check_int("seed", knobs["seed"], 0), name=f"{ID}-{scale}",
-                   cache_dir=cache_dir, scheduler=default_scheduler(scale, scheduler),
-                   progress=progress, output_dims={k: ("t",) for k in outs},
-                   output_coords={"t": t})
-    return _finish(ds, scale)
+    common = dict(seed=check_int("seed", knobs["seed"], 0), cache_dir=cache_dir,
+                  scheduler=default_scheduler(scale, scheduler), progress=progress,
+                  output_dims={k: ("t",) for k in outs}, output_coords={"t": t})
+    ds = run_sweep(cell, {"d": list(ds_), "b": list(bs)}, fixed=fixed, name=f"{ID}-{scale}",
+                   **common)
+    # Depth refinement at the largest d and the first b: the part of the gap that is the
+    # discretisation (the step on the clock t is t_max / n_layers whatever d).
+    ref = run_sweep(cell, {"n_layers": [n_layers, REFINE_FACTOR * n_layers]},
+                    fixed={k: v for k, v in dict(fixed, d=max(ds_), b=bs[0]).items()
+                           if k != "n_layers"},
+                    name=f"{ID}-{scale}-refine", **common)
+    return _finish(ds, scale, refine=ref)
 
 
-def _finish(ds, scale):
+#: The refinement multiplies the number of layers by this factor.
+REFINE_FACTOR = 4
+
+
+def _finish(ds, scale, *, refine):
     ds["z_gap"] = ds.gap_mean / ds.gap_se
     ds["max_abs_gap"] = np.abs(ds.gap_mean).max("t")
-    ds.attrs.update(scale=scale, figure=ID)
+    ds = ds.assign_coords(refine_layers=refine.n_layers.values)
+    ds["refine_max_abs_gap"] = (("refine_layers",), np.abs(refine.gap_mean).max("t").values)
+    ds.attrs.update(scale=scale, figure=ID, refine_d=int(refine.attrs["fixed_d"]),
+                    refine_b=float(refine.attrs["fixed_b"]),
+                    refine_cell_time_s=float(refine.attrs.get("cell_time_s", 0.0)))
     return ds
 
 
@@ -132,6 +146,14 @@ def summary(ds) -> dict:
         out["d_times_gap"][float(b)] = [float(v) for v in g * ds.d.values]
         out["max_z_at_large_d"][float(b)] = float(np.abs(sub.z_gap.isel(d=-1)).max())
     out["m0"] = float(ds.m_mean.isel(t=0).mean())
+    g = ds.refine_max_abs_gap.values
+    # the gap at infinitely many layers, extrapolated linearly in the step (first order)
+    f = REFINE_FACTOR
+    out["refine"] = {"d": int(ds.attrs["refine_d"]), "b": float(ds.attrs["refine_b"]),
+                     "n_layers": [int(v) for v in ds.refine_layers.values],
+                     "max_abs_gap": [float(v) for v in g],
+                     "extrapolated_gap": float((f * g[1] - g[0]) / (f - 1)),
+                     "discretisation_share": float(1 - (f * g[1] - g[0]) / (f - 1) / g[0])}
     return out
 
 
@@ -159,6 +181,13 @@ def plot(ds):
         ax_y = g.values
         axr.plot(ds.d, ax_y, "o-", color=colour, label=fr"$\beta\sqrt{{d}}$ = {b:g}")
     dd = ds.d.values.astype(float)
+    g = ds.refine_max_abs_gap.values
+    f = REFINE_FACTOR
+    axr.plot([ds.attrs["refine_d"]], [g[1]], "s", mfc="white", color=palette(ds.sizes["b"])[0],
+             label=f"{int(ds.refine_layers.values[1])} layers instead of "
+                   f"{int(ds.refine_layers.values[0])}")
+    axr.plot([ds.attrs["refine_d"]], [max((f * g[1] - g[0]) / (f - 1), 1e-4)], "*", ms=9,
+             color=palette(ds.sizes["b"])[0], label="extrapolated to infinite depth")
     ref = float(ds.sel(b=ds.b.values[0]).max_abs_gap.values[0])
     axr.plot(dd, ref * dd[0] / dd, color="0.5", ls=":", label=r"$\propto 1/d$")
     axr.set(xscale="log", yscale="log", xlabel="d",
@@ -176,15 +205,16 @@ SECONDS_PER_WORK = 1.0e-7
 
 def work(knobs) -> float:
     """Token-dimension-trajectory-layers: n_traj * n_layers * N * sum(d) * len(bs)."""
-    return float(knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"])
-                 * len(knobs["bs"]))
+    main = knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"]) * len(knobs["bs"])
+    refine = knobs["n_traj"] * knobs["n_layers"] * (1 + REFINE_FACTOR) * knobs["n_tokens"] * max(knobs["d"])
+    return float(main + refine)
 
 
 def _measured(ds):
     knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
              "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
              "bs": list(ds.b.values)}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
+    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
 
 
 def cost(scale, ds=None) -> float:
