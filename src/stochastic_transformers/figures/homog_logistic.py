@@ -194,6 +194,7 @@ def plot(ds):
             ylabel=r"$\max_t |E[m(t) - u(t)]|$",
             title=f"distance to the logistic law ({int(ds.n_traj.max()):,} trajectories a point)")
     axr.set_xticks(dd, [str(int(v)) for v in dd])
+    axr.xaxis.set_minor_locator(plt.NullLocator())  # only the simulated d as x ticks
     axr.legend(fontsize=8)
     fig.tight_layout()
     return fig

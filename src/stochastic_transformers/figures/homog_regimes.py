@@ -39,7 +39,7 @@ DESCRIPTION = ("random keys and queries: the overlap's displacement as eta = L^-
 
 _BASE = dict(d=4, beta=1.0, gammas=(0.25, 0.375, 0.5, 0.625, 0.75), heads=(1, 4), seed=0)
 SCALES = {
-    "smoke": dict(_BASE, gammas=(0.25, 0.5, 0.75), heads=(1, 2), Ls=(4, 16), n_traj=200),
+    "smoke": dict(_BASE, gammas=(0.25, 0.5, 0.75), heads=(1, 2), Ls=(128, 256), n_traj=200),
     "quick": dict(_BASE, Ls=(4, 16, 64, 256, 1024), n_traj=4000),
     "paper": dict(_BASE, Ls=(4, 16, 64, 256, 1024), n_traj=40_000),
 }

@@ -182,6 +182,7 @@ def plot(ds):
     axs.set(xscale="log", yscale="log", xlabel="d", ylabel=r"$\max_t|E\gamma(t) - \gamma_{ODE}(t)|$",
             title=f"gap to the scalar dynamics ({int(ds.n_traj.max()):,} runs a point)")
     axs.set_xticks(dd, [str(int(v)) for v in dd])
+    axs.xaxis.set_minor_locator(plt.NullLocator())  # only the simulated d as x ticks
     axs.legend(fontsize=7)
     fig.tight_layout()
     return fig
