@@ -37,6 +37,7 @@ trajectories are split across calls or workers (``first_trajectory``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -665,6 +666,72 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         method, the seed, the code version and the wall time are in ``attrs``.
     """
     t_start = time.perf_counter()
+    plan = _make_plan(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, attention=attention,
+                      values=values, sigma=sigma, model=model, epsilon=epsilon, method=method,
+                      seed=seed, times=times, B=B, x0=x0, z0=z0, split=split,
+                      stop_level=stop_level, tol=tol, n_threads=n_threads,
+                      first_trajectory=first_trajectory, progress=progress, n_heads=n_heads,
+                      sigma_qk=sigma_qk, eta=eta)
+    with _att.numba_threads(plan.n_threads):  # process-wide state: restored after the call
+        data, stopped = _run(plan)
+    return _dataset(plan, data, stopped, time.perf_counter() - t_start)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """Everything :func:`simulate` validated and derived, handed whole to the runner."""
+
+    method: str
+    model: str
+    n_traj: int
+    n_tokens: int
+    d: int
+    L: int
+    T: float
+    n_layers: int
+    beta: float
+    attention: str
+    values: str
+    sigma: float
+    epsilon: float
+    seed: int
+    tol: float
+    stop_level: float
+    s_stop: float             # early-stopping half angles (0: off)
+    c_stop: float
+    B: np.ndarray
+    b_is_identity: bool
+    x0: np.ndarray | None     # (n_traj, N, d) or None
+    x0_given: bool
+    z0: float | None
+    split: tuple | None
+    times: np.ndarray | None  # the caller's times, in their order (None: not recorded)
+    rec: np.ndarray           # their layers, sorted
+    inverse: np.ndarray       # sorted records -> the caller's order
+    key0: np.uint64
+    key1: np.uint64
+    first_trajectory: int
+    n_threads: int | None
+    progress: bool
+    n_heads: int
+    sigma_qk: float
+    eta: float | None
+
+    @property
+    def softmax(self) -> bool:
+        return self.attention == "softmax"
+
+    @property
+    def h(self) -> float:
+        """The main paper's residual step L^{-1/2}."""
+        return 1.0 / math.sqrt(self.L)
+
+
+def _make_plan(n_tokens, d, beta, *, n_traj, L, T, attention, values, sigma, model, epsilon,
+               method, seed, times, B, x0, z0, split, stop_level, tol, n_threads,
+               first_trajectory, progress, n_heads, sigma_qk, eta) -> _Plan:
+    """Validate every argument of :func:`simulate` (a ValueError naming the parameter and its
+    allowed range, before any compute) and derive what the kernels need."""
     n_tokens = check_int("n_tokens", n_tokens, 2)
     d = check_int("d", d, 2)
     beta = check_real("beta", beta, 0.0)
@@ -758,37 +825,46 @@ def simulate(n_tokens, d, beta, *, n_traj, L, T, attention="softmax", values="ga
         s_stop, c_stop = math.sin(theta_stop / 2.0), math.sin(psi_stop / 2.0)
 
     key0, key1 = _rng.stream_keys(seed)
-    rec = np.ascontiguousarray(rec_layers[order])
-    inverse = np.argsort(order, kind="stable")  # back to the caller's order of times
-    softmax = attention == "softmax"
-    h, inv_l = 1.0 / math.sqrt(L), 1.0 / L
-    with _att.numba_threads(n_threads):  # process-wide state: restored after the call
-        data, stopped = _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h,
-                             sigma, inv_l, epsilon, values, B_arr, b_is_identity, x0_arr, z0,
-                             split, s_stop, c_stop, rec, inverse, times, key0, key1,
-                             first_trajectory, progress, (n_heads, sigma_qk, eta))
-    coords = {"trajectory": np.arange(first_trajectory, first_trajectory + n_traj)}
-    if times is not None:
-        coords["time"] = times_arr
+    return _Plan(
+        method=method, model=model, n_traj=n_traj, n_tokens=n_tokens, d=d, L=L, T=T,
+        n_layers=n_layers, beta=beta, attention=attention, values=values, sigma=sigma,
+        epsilon=epsilon, seed=seed, tol=tol, stop_level=stop_level, s_stop=s_stop,
+        c_stop=c_stop, B=B_arr, b_is_identity=b_is_identity, x0=x0_arr,
+        x0_given=x0 is not None, z0=z0, split=split,
+        times=None if times is None else times_arr,
+        rec=np.ascontiguousarray(rec_layers[order]),
+        inverse=np.argsort(order, kind="stable"), key0=key0, key1=key1,
+        first_trajectory=first_trajectory, n_threads=n_threads, progress=bool(progress),
+        n_heads=n_heads, sigma_qk=sigma_qk, eta=eta)
+
+
+def _dataset(plan, data, stopped, wall_time_s):
+    """The returned dataset: the runner's arrays, coordinates and every parameter in attrs."""
+    coords = {"trajectory": np.arange(plan.first_trajectory, plan.first_trajectory + plan.n_traj)}
+    if plan.times is not None:
+        coords["time"] = plan.times
     ds = xr.Dataset(data, coords=coords)
+    method, model, split = plan.method, plan.model, plan.split
     ds.attrs.update(dict(
-        n_tokens=n_tokens, d=d, beta=beta, n_traj=n_traj, L=L, T=T, n_layers=n_layers,
-        attention=attention, values=values if model != "hybrid" else "none",
-        sigma=sigma, model=model, epsilon=epsilon, method=method, seed=seed,
-        B="identity" if b_is_identity else repr(B_arr.tolist()),
-        z0="uniform" if z0 is None and x0 is None else ("given" if x0 is not None else z0),
+        n_tokens=plan.n_tokens, d=plan.d, beta=plan.beta, n_traj=plan.n_traj, L=plan.L,
+        T=plan.T, n_layers=plan.n_layers, attention=plan.attention,
+        values=plan.values if model != "hybrid" else "none",
+        sigma=plan.sigma, model=model, epsilon=plan.epsilon, method=method, seed=plan.seed,
+        B="identity" if plan.b_is_identity else repr(plan.B.tolist()),
+        z0=("uniform" if plan.z0 is None and not plan.x0_given
+            else ("given" if plan.x0_given else plan.z0)),
         split="none" if split is None else f"{split[0]},{split[1]}",
         merge_one_minus_overlap=(MERGE_ONE_MINUS_OVERLAP
                                  if method in ("cluster_chain", "reduced", "snap") else 0.0),
-        stop_level=stop_level, tol=tol, stopped_fraction=float(np.mean(stopped >= 0)),
-        first_trajectory=first_trajectory, code_version=SIMULATION_CODE_VERSION,
-        wall_time_s=time.perf_counter() - t_start,
+        stop_level=plan.stop_level, tol=plan.tol, stopped_fraction=float(np.mean(stopped >= 0)),
+        first_trajectory=plan.first_trajectory, code_version=SIMULATION_CODE_VERSION,
+        wall_time_s=wall_time_s,
     ))
     if model == "random_attention":
         from .random_attention import noise_clock
 
-        ds.attrs.update(n_heads=n_heads, sigma_qk=sigma_qk, eta=eta,
-                        noise_clock=noise_clock(n_layers, eta, sigma, n_heads))
+        ds.attrs.update(n_heads=plan.n_heads, sigma_qk=plan.sigma_qk, eta=plan.eta,
+                        noise_clock=noise_clock(plan.n_layers, plan.eta, plan.sigma, plan.n_heads))
     return ds
 
 
@@ -844,10 +920,15 @@ def _check_memory(method, n_traj, n_tokens, d, n_times, x0_given):
         f"same bits as one call), or as a sweep of cells (stochastic_transformers.sweep.run_sweep)")
 
 
-def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, inv_l,
-         epsilon, values, B_arr, b_is_identity, x0_arr, z0, split, s_stop, c_stop, rec, inverse,
-         times, key0, key1, first_trajectory, progress, random_knobs):
-    """Run the kernels of :func:`simulate` (arguments validated there); return the data."""
+def _run(plan: _Plan):
+    """Run the kernels for a validated plan; return the data arrays and the stopped layers."""
+    method, model, n_traj, n_tokens, d = (plan.method, plan.model, plan.n_traj, plan.n_tokens,
+                                          plan.d)
+    n_layers, beta, softmax, h, sigma = plan.n_layers, plan.beta, plan.softmax, plan.h, plan.sigma
+    inv_l, epsilon, values, B_arr = 1.0 / plan.L, plan.epsilon, plan.values, plan.B
+    b_is_identity, x0_arr, z0, split = plan.b_is_identity, plan.x0, plan.z0, plan.split
+    s_stop, c_stop, rec, inverse, times = plan.s_stop, plan.c_stop, plan.rec, plan.inverse, plan.times
+    key0, key1, first_trajectory, progress = plan.key0, plan.key1, plan.first_trajectory, plan.progress
     # Trajectories run in slices only so that a progress bar can move; the bits do not
     # depend on the slicing because every trajectory owns its stream.
     n_slices = 1 if not progress else min(n_traj, 50)
@@ -861,7 +942,7 @@ def _run(method, model, n_traj, n_tokens, d, n_layers, beta, softmax, h, sigma, 
     if model == "random_attention":
         from . import random_attention as _ra
 
-        n_heads, sigma_qk, eta = random_knobs
+        n_heads, sigma_qk, eta = plan.n_heads, plan.sigma_qk, plan.eta
         x_out, rec_gram = _ra.run(method, n_traj, n_tokens, d, n_layers, n_heads, beta, sigma,
                                   sigma_qk, eta, x0_arr, z0, rec, key0, key1, first_trajectory,
                                   bounds, bar)
