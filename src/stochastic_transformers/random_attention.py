@@ -58,7 +58,7 @@ from ._jit import JIT as _JIT
 from ._jit import JIT_PARALLEL as _PAR
 from ._validation import check_int, check_real
 # simulate imports this module lazily (in its runner), so this import never cycles.
-from .simulate import _init_tokens
+from .simulate import _init_tokens, record_gram
 
 #: Methods of this model; ``auto`` means ``subspace``.
 METHODS = ("literal", "subspace")
@@ -279,12 +279,7 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
                     layer_subspace(state, x, n_heads, beta * sigma_qk * sigma_qk, scale_v, xt,
                                    c, hv, lw, y, mk, tmp, pi, stack, hv2, rf, z)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                for i in range(n_tok):
-                    for j in range(n_tok):
-                        acc = 0.0
-                        for a in range(d):
-                            acc += x[i, a] * x[j, a]
-                        rec_gram[t, ptr, i, j] = acc
+                record_gram(rec_gram[t, ptr], x)
                 ptr += 1
         for i in range(n_tok):
             for a in range(d):

@@ -220,6 +220,18 @@ def _layer_scratch(n_tok, d):
             np.empty(n_tok), np.empty(n_tok), np.empty(d))
 
 
+@_att.nb.njit(inline="always", **_att._JIT)
+def record_gram(out, x):
+    """The Gram matrix of the tokens ``x`` (N, d) into ``out`` (N, N)."""
+    n_tok, d = x.shape
+    for i in range(n_tok):
+        for j in range(n_tok):
+            acc = 0.0
+            for a in range(d):
+                acc += x[i, a] * x[j, a]
+            out[i, j] = acc
+
+
 @_att.nb.njit(**_PAR)
 def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, softmax, B,
                    b_identity, h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram,
@@ -242,12 +254,7 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
                 _token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l,
                              epsilon, v, g, att, m, r, y, bx, weights, hv, self_scale)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                for i in range(n_tok):
-                    for j in range(n_tok):
-                        acc = 0.0
-                        for a in range(d):
-                            acc += x[i, a] * x[j, a]
-                        rec_gram[t, ptr, i, j] = acc
+                record_gram(rec_gram[t, ptr], x)
                 ptr += 1
         x_out[t] = x
 
