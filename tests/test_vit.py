@@ -20,7 +20,7 @@ pytest.importorskip("sklearn")
 from stochastic_transformers import training, vit  # noqa: E402
 from stochastic_transformers.figures import fig2  # noqa: E402
 from stochastic_transformers.training import TrainConfig, train  # noqa: E402
-from stochastic_transformers.vit import AttentionOnlyViT  # noqa: E402
+from stochastic_transformers.vit import AttentionOnlyViT, ViTConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +31,9 @@ TINY = dict(dataset="digits", depth=3, width=8, patch_size=4, epochs=3, warmup_e
 
 def small_model(value_init="gaussian", **kw):
     args = dict(depth=6, width=12, value_init=value_init, image_size=8, patch_size=2,
-                channels=1, num_classes=10, generator=torch.Generator().manual_seed(0))
-    return AttentionOnlyViT(**{**args, **kw})
+                channels=1, num_classes=10)
+    return AttentionOnlyViT(ViTConfig(**{**args, **kw}),
+                            generator=torch.Generator().manual_seed(0))
 
 
 # --------------------------------------------------------------------------------------
@@ -50,7 +51,7 @@ def test_shapes_and_tokens_on_the_sphere(pool, tokens):
 
 
 def test_paper_configuration_shapes():
-    model = AttentionOnlyViT(**vit.PAPER_CONFIG, generator=torch.Generator().manual_seed(0))
+    model = AttentionOnlyViT(vit.PAPER_CONFIG, generator=torch.Generator().manual_seed(0))
     assert (model.depth, model.width) == (128, 96)
     assert model.values.shape == (128, 96, 96)
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
@@ -79,9 +80,9 @@ def test_gaussian_values_initial_statistics():
     # 64 layers x 32 x 32 = 65,536 entries: the standard error of the mean is 0.004
     # and that of the standard deviation 0.003; the tolerances are 5 of them.
     for sigma in (1.0, 2.5):
-        v = AttentionOnlyViT(64, 32, value_init="gaussian", sigma=sigma, image_size=8,
-                             patch_size=4, channels=1,
-                             generator=torch.Generator().manual_seed(1)).values.detach()
+        config = ViTConfig(depth=64, width=32, value_init="gaussian", sigma=sigma,
+                           image_size=8, patch_size=4, channels=1)
+        v = AttentionOnlyViT(config, generator=torch.Generator().manual_seed(1)).values.detach()
         assert abs(float(v.mean())) < 5 * sigma / 256
         assert abs(float(v.std()) / sigma - 1) < 5 / math.sqrt(2 * v.numel())
         # Independent layers: the correlation of two layers' entries is small.
@@ -90,7 +91,7 @@ def test_gaussian_values_initial_statistics():
 
 
 def test_same_seed_differs_only_in_values():
-    a, b = (training.build_model(TrainConfig(value_init=init, **TINY).validate())
+    a, b = (training.build_model(TrainConfig.from_flat(value_init=init, **TINY).validate())
             for init in ("identity", "gaussian"))
     for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
         if name != "values":
@@ -119,7 +120,7 @@ def test_one_step_lowers_the_loss(value_init):
     torch.manual_seed(0)
     model = small_model(value_init)
     images, labels = torch.randn(32, 1, 8, 8), torch.randint(0, 10, (32,))
-    cfg = TrainConfig(value_init=value_init, dataset="digits", lr=1e-4, device="cpu")
+    cfg = TrainConfig.from_flat(value_init=value_init, dataset="digits", lr=1e-4, device="cpu")
     opt = training._optimizer(model, cfg.validate())
 
     def loss():
@@ -135,15 +136,15 @@ def test_one_step_lowers_the_loss(value_init):
 
 def test_bad_model_input():
     with pytest.raises(ValueError, match="depth"):
-        AttentionOnlyViT(0, 8)
+        AttentionOnlyViT(ViTConfig(depth=0, width=8))
     with pytest.raises(ValueError, match="value_init"):
-        AttentionOnlyViT(4, 8, value_init="orthogonal")
+        AttentionOnlyViT(ViTConfig(depth=4, width=8, value_init="orthogonal"))
     with pytest.raises(ValueError, match="pool"):
-        AttentionOnlyViT(4, 8, pool="max")
+        AttentionOnlyViT(ViTConfig(depth=4, width=8, pool="max"))
     with pytest.raises(ValueError, match="sigma"):
-        AttentionOnlyViT(4, 8, sigma=0.0)
+        AttentionOnlyViT(ViTConfig(depth=4, width=8, sigma=0.0))
     with pytest.raises(ValueError, match="patch_size"):
-        AttentionOnlyViT(4, 8, image_size=32, patch_size=5)
+        AttentionOnlyViT(ViTConfig(depth=4, width=8, image_size=32, patch_size=5))
     with pytest.raises(ValueError, match="images must have shape"):
         small_model()(torch.randn(2, 3, 8, 8))
 
@@ -167,7 +168,7 @@ def test_learning_rate_schedule():
 ])
 def test_bad_training_config(bad, match):
     with pytest.raises(ValueError, match=match):
-        train(TrainConfig(**{**TINY, **bad}), progress=False)
+        train(TrainConfig.from_flat(**{**TINY, **bad}), progress=False)
 
 
 def test_cifar10_missing_or_corrupt_folder(tmp_path):
@@ -217,7 +218,7 @@ def test_cifar10_reader_on_a_fake_archive(tmp_path):
 _CHILD = textwrap.dedent("""
     import sys, time
     from stochastic_transformers.training import TrainConfig, train
-    cfg = TrainConfig(**eval(sys.argv[2]))
+    cfg = TrainConfig.from_flat(**eval(sys.argv[2]))
     # After the first epoch's checkpoint the run keeps going (slowly) until it is killed.
     train(cfg, checkpoint=sys.argv[1], progress=False,
           on_epoch_end=lambda epoch, acc: time.sleep(300) if epoch == 1 else None)
@@ -225,7 +226,7 @@ _CHILD = textwrap.dedent("""
 
 
 def test_killed_run_resumes_to_the_uninterrupted_state(tmp_path):
-    cfg = TrainConfig(value_init="gaussian", seed=3, **TINY)
+    cfg = TrainConfig.from_flat(value_init="gaussian", seed=3, **TINY)
     ckpt = tmp_path / "run.pt"
     child = subprocess.Popen([sys.executable, "-c", _CHILD, str(ckpt), repr(TINY | {
         "value_init": "gaussian", "seed": 3})], cwd=tmp_path)
@@ -254,7 +255,8 @@ def test_killed_run_resumes_to_the_uninterrupted_state(tmp_path):
     assert again.resumed_from == 3 and again.wall_time == 0.0
     np.testing.assert_array_equal(again.val_accuracy, reference.val_accuracy)
     with pytest.raises(ValueError, match="another configuration"):
-        train(TrainConfig(value_init="gaussian", seed=4, **TINY), checkpoint=ckpt, progress=False)
+        train(TrainConfig.from_flat(value_init="gaussian", seed=4, **TINY), checkpoint=ckpt,
+              progress=False)
 
 
 # --------------------------------------------------------------------------------------
@@ -347,8 +349,8 @@ def test_fig2_flop_model_counts_the_paper_network():
 
 
 def test_cpu_training_is_bitwise_repeatable_and_restores_torch_mode():
-    cfg = TrainConfig(dataset="digits", depth=3, width=8, patch_size=4, epochs=2,
-                      warmup_epochs=1, seed=4, device="cpu", value_init="gaussian")
+    cfg = TrainConfig.from_flat(dataset="digits", depth=3, width=8, patch_size=4, epochs=2,
+                                warmup_epochs=1, seed=4, device="cpu", value_init="gaussian")
     before = torch.are_deterministic_algorithms_enabled()
     a = training.train(cfg, progress=False)
     b = training.train(cfg, progress=False)
@@ -405,6 +407,6 @@ def test_digits_small_keeps_twenty_training_images_a_class_and_the_same_validati
     assert small.name == "digits-small" and len(small.train_y) == 200
     assert torch.bincount(small.train_y).tolist() == [20] * 10
     assert torch.equal(full.val_y, small.val_y)
-    cfg = TrainConfig(dataset="digits-small", depth=2, width=8, epochs=1, warmup_epochs=0,
-                      device="cpu").validate()
-    assert cfg.patch_size == training.DEFAULT_PATCH["digits-small"]
+    cfg = TrainConfig.from_flat(dataset="digits-small", depth=2, width=8, epochs=1,
+                                warmup_epochs=0, device="cpu").validate()
+    assert cfg.vit.patch_size == training.DEFAULT_PATCH["digits-small"]

@@ -74,10 +74,11 @@ from torch.nn import functional as F
 
 from ._validation import check_choice, check_int, check_real
 from .io import atomic_path
-from .vit import POOLS, VALUE_INITS, AttentionOnlyViT
+from .vit import AttentionOnlyViT, ViTConfig, default_patch_size
 
 __all__ = ["DATASETS", "CIFAR10_FOLDER", "Data", "TrainConfig", "TrainResult", "load_data",
-           "load_digits", "load_cifar10", "learning_rate", "train", "evaluate"]
+           "load_digits", "load_cifar10", "find_cifar10", "cifar10_help",
+           "learning_rate", "train", "evaluate"]
 
 DATASETS = ("digits", "digits-small", "cifar10")
 #: Training images per class of the "digits-small" task.
@@ -87,9 +88,12 @@ CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
 _CIFAR10_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
 
-#: Default patch size per data set: 4 x 4 tokens of 2 x 2 pixels for the digits,
-#: 8 x 8 tokens of 4 x 4 pixels for CIFAR-10 (the paper does not state its own).
-DEFAULT_PATCH = {"digits": 2, "digits-small": 2, "cifar10": 4}
+#: ``(channels, image size)`` of the images of each data set; each has ``NUM_CLASSES`` classes.
+IMAGE_SHAPES = {"digits": (1, 8), "digits-small": (1, 8), "cifar10": (3, 32)}
+NUM_CLASSES = 10
+#: Default patch size per data set (:func:`~stochastic_transformers.vit.default_patch_size`):
+#: 4 x 4 tokens of 2 x 2 pixels for the digits, 8 x 8 tokens of 4 x 4 pixels for CIFAR-10.
+DEFAULT_PATCH = {name: default_patch_size(size) for name, (_, size) in IMAGE_SHAPES.items()}
 
 _CHECKPOINT_VERSION = 1
 
@@ -181,14 +185,19 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unexpected object {module}.{name} in a CIFAR-10 batch")
 
 
-def _cifar10_help(data_dir) -> str:
+def cifar10_help(data_dir) -> str:
+    """What to put where (or which argument to pass) for CIFAR-10 to be found in ``data_dir``:
+    the sentence that every "CIFAR-10 not found" error ends with."""
     return (f"Put the Python version of CIFAR-10 ({CIFAR10_URL}, unpacked: a folder "
             f"'{CIFAR10_FOLDER}/' with data_batch_1 ... data_batch_5 and test_batch) in "
             f"{str(Path(data_dir).resolve())!r}, pass data_dir= the folder that holds it, or "
             f"pass download=True to fetch it (about 163 MB).")
 
 
-def _find_cifar10(data_dir) -> Path | None:
+def find_cifar10(data_dir) -> Path | None:
+    """The folder holding the six CIFAR-10 batch files: ``data_dir`` itself or its
+    ``cifar-10-batches-py/`` subfolder; None if neither has them all (nothing is read or
+    downloaded: only the files' presence is checked)."""
     data_dir = Path(data_dir)
     for folder in (data_dir, data_dir / CIFAR10_FOLDER):
         if all((folder / name).is_file() for name in _CIFAR10_FILES):
@@ -229,14 +238,14 @@ def load_cifar10(data_dir, *, download: bool = False) -> Data:
     """
     if data_dir is None:
         raise ValueError("data_dir must be a folder for dataset='cifar10'. "
-                         + _cifar10_help("data"))
-    folder = _find_cifar10(data_dir)
+                         + cifar10_help("data"))
+    folder = find_cifar10(data_dir)
     if folder is None and download:
         download_cifar10(data_dir)
-        folder = _find_cifar10(data_dir)
+        folder = find_cifar10(data_dir)
     if folder is None:
         raise FileNotFoundError(f"CIFAR-10 not found in {str(data_dir)!r}. "
-                                + _cifar10_help(data_dir))
+                                + cifar10_help(data_dir))
 
     def read(name):
         path = folder / name
@@ -250,7 +259,7 @@ def load_cifar10(data_dir, *, download: bool = False) -> Data:
                 raise ValueError("unexpected array shapes or labels")
         except Exception as err:  # noqa: BLE001 - any failure means a corrupt file
             raise ValueError(f"CIFAR-10 file {str(path)!r} is corrupt or not the Python version "
-                             f"({err}). " + _cifar10_help(folder.parent)) from err
+                             f"({err}). " + cifar10_help(folder.parent)) from err
         return torch.from_numpy(x.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(y)
 
     parts = [read(name) for name in _CIFAR10_FILES[:-1]]
@@ -316,25 +325,32 @@ class _AugmentedImages(torch.utils.data.Dataset):
 # Configuration
 # --------------------------------------------------------------------------------------
 _EXECUTION_FIELDS = ("data_dir", "download", "device", "amp", "compile", "num_workers")
+#: The fields of :class:`ViTConfig` that the data set fixes: :meth:`TrainConfig.validate`
+#: writes the data set's values into ``vit``.
+DATA_FIELDS = ("image_size", "channels", "num_classes")
+#: The other fields of :class:`ViTConfig`: the network chosen for a run, part of its key.
+VIT_FIELDS = tuple(f.name for f in dataclasses.fields(ViTConfig) if f.name not in DATA_FIELDS)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines one training run (validated by :meth:`validate`).
 
-    ``device``, ``amp``, ``compile``, ``num_workers``, ``data_dir`` and
-    ``download`` say *how* to run; the other fields say *what* is trained and
-    form the run's :meth:`key`.
+    ``vit`` is the network (:class:`~stochastic_transformers.vit.ViTConfig`); its
+    ``image_size``, ``channels`` and ``num_classes`` are those of ``dataset``, written in
+    by :meth:`validate` (a value that is neither ViTConfig's default nor the data set's is
+    refused), and its ``patch_size`` None is :data:`DEFAULT_PATCH` of the data set.
+    ``device``, ``amp``, ``compile``, ``num_workers``, ``data_dir`` and ``download`` say
+    *how* to run; the other fields say *what* is trained and form the run's :meth:`key`.
+
+    Change a field with :func:`dataclasses.replace`, the network with
+    ``replace(cfg, vit=replace(cfg.vit, depth=...))``, or build a config from flat names
+    with :meth:`from_flat`.
     """
 
-    value_init: str = "gaussian"
+    vit: ViTConfig = ViTConfig()
     seed: int = 0
     dataset: str = "cifar10"
-    depth: int = 128
-    width: int = 96
-    sigma: float = 1.0
-    patch_size: int | None = None        # None: DEFAULT_PATCH[dataset]
-    pool: str = "cls"
     epochs: int = 300
     warmup_epochs: int = 8
     batch_size: int = 128
@@ -350,20 +366,45 @@ class TrainConfig:
     compile: bool | None = None          # None: torch.compile on CUDA only
     num_workers: int | None = None       # None: 8 on CUDA with augmentation, else 0
 
+    @classmethod
+    def from_flat(cls, **fields) -> TrainConfig:
+        """A config from flat names: those of :data:`VIT_FIELDS` (``depth``, ``width``,
+        ``value_init``, ``sigma``, ``patch_size``, ``pool``) go into ``vit``, the others are
+        fields of the config; unset ones keep their defaults.  The inverse of :meth:`flat`."""
+        own = [f.name for f in dataclasses.fields(cls) if f.name != "vit"]
+        unknown = sorted(set(fields) - set(VIT_FIELDS) - set(own))
+        if unknown:
+            raise ValueError(f"fields must be among {', '.join(VIT_FIELDS + tuple(own))}; "
+                             f"got {', '.join(unknown)}")
+        vit = ViTConfig(**{k: v for k, v in fields.items() if k in VIT_FIELDS})
+        return cls(vit=vit, **{k: v for k, v in fields.items() if k in own})
+
+    def flat(self) -> dict:
+        """Every field under one flat name: the network's :data:`VIT_FIELDS`, then the
+        config's own fields (the data fields of ``vit`` follow from ``dataset``)."""
+        out = {name: getattr(self.vit, name) for name in VIT_FIELDS}
+        out.update((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
+                   if f.name != "vit")
+        return out
+
     def validate(self) -> TrainConfig:
-        """Check every field; return a copy with the automatic choices resolved."""
-        check_choice("value_init", self.value_init, VALUE_INITS)
-        check_int("seed", self.seed, 0, 2**31 - 1)
+        """Check every field; return a copy with the automatic choices resolved.
+
+        The network's fields are checked by :meth:`ViTConfig.validate`, after the data
+        set's image size, channels and classes are written into it.
+        """
         check_choice("dataset", self.dataset, DATASETS)
-        check_int("depth", self.depth, 1, 4096)
-        check_int("width", self.width, 1, 4096)
-        check_real("sigma", self.sigma, 0.0, strict_min=True)
-        patch = DEFAULT_PATCH[self.dataset] if self.patch_size is None else self.patch_size
-        size = 8 if self.dataset.startswith("digits") else 32
-        check_int("patch_size", patch, 1, size)
-        if size % patch:
-            raise ValueError(f"patch_size must divide the image size {size}, got {patch}")
-        check_choice("pool", self.pool, POOLS)
+        if not isinstance(self.vit, ViTConfig):
+            raise ValueError(f"vit must be a ViTConfig, got {self.vit!r}")
+        channels, size = IMAGE_SHAPES[self.dataset]
+        data = {"image_size": size, "channels": channels, "num_classes": NUM_CLASSES}
+        for name, value in data.items():
+            given = getattr(self.vit, name)
+            if given not in (value, getattr(ViTConfig, name)):
+                raise ValueError(f"vit.{name} must be {value}, that of dataset="
+                                 f"{self.dataset!r} (or left at its default), got {given!r}")
+        vit = dataclasses.replace(self.vit, **data).validate()  # patch None: DEFAULT_PATCH
+        check_int("seed", self.seed, 0, 2**31 - 1)
         check_int("epochs", self.epochs, 1, 100_000)
         check_int("warmup_epochs", self.warmup_epochs, 0, self.epochs)
         check_int("batch_size", self.batch_size, 1, 1_000_000)
@@ -380,7 +421,7 @@ class TrainConfig:
                              "(augmentation is only defined for cifar10)")
         if self.dataset == "cifar10" and self.data_dir is None:
             raise ValueError("data_dir must be given for dataset='cifar10'. "
-                             + _cifar10_help("data"))
+                             + cifar10_help("data"))
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             dev = torch.device(device)
@@ -396,13 +437,21 @@ class TrainConfig:
             raise ValueError("amp must be False on the CPU (mixed precision is CUDA only)")
         workers = (min(8, os.cpu_count() or 1) if on_cuda and augment else 0) \
             if self.num_workers is None else check_int("num_workers", self.num_workers, 0, 256)
-        return dataclasses.replace(self, patch_size=patch, augment=augment, device=device,
+        return dataclasses.replace(self, vit=vit, augment=augment, device=device,
                                    amp=amp, compile=compile_, num_workers=workers,
                                    betas=tuple(float(b) for b in self.betas))
 
     def key(self) -> dict:
-        """The fields that define the trained model (not how it is run)."""
-        d = dataclasses.asdict(self)
+        """The fields that define the trained model (not how it is run), as one flat dict.
+
+        The dict is built by hand from :meth:`flat`, not by ``dataclasses.asdict``: its
+        names and values are exactly those of the flat configuration that preceded
+        :class:`ViTConfig` (the network's ``value_init``, ``depth``, ``width``, ``sigma``,
+        ``patch_size``, ``pool`` beside the training fields; ``vit``'s data fields follow
+        from ``dataset`` and are left out), so the key, its :meth:`key_hash` and with them
+        every cached checkpoint of an existing configuration stay valid.
+        """
+        d = self.flat()
         for name in _EXECUTION_FIELDS:
             d.pop(name)
         d["betas"] = list(d["betas"])
@@ -457,16 +506,9 @@ def _optimizer(model: AttentionOnlyViT, cfg: TrainConfig) -> torch.optim.AdamW:
                              lr=cfg.lr, betas=cfg.betas)
 
 
-def build_model(cfg: TrainConfig, data_shape: tuple[int, int, int] | None = None,
-                num_classes: int = 10) -> AttentionOnlyViT:
-    """The model of a validated config, initialised from ``cfg.seed``."""
-    channels, size = (1, 8) if cfg.dataset.startswith("digits") else (3, 32)
-    if data_shape is not None:
-        channels, size = data_shape[0], data_shape[-1]
-    gen = torch.Generator().manual_seed(cfg.seed)
-    return AttentionOnlyViT(cfg.depth, cfg.width, value_init=cfg.value_init, sigma=cfg.sigma,
-                            image_size=size, patch_size=cfg.patch_size, channels=channels,
-                            num_classes=num_classes, pool=cfg.pool, generator=gen)
+def build_model(cfg: TrainConfig) -> AttentionOnlyViT:
+    """The network ``cfg.vit`` of a validated config, initialised from ``cfg.seed``."""
+    return AttentionOnlyViT(cfg.vit, generator=torch.Generator().manual_seed(cfg.seed))
 
 
 @torch.no_grad()
@@ -609,7 +651,7 @@ def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch
 
     from tqdm import tqdm
 
-    label = f"{cfg.value_init} V, seed {cfg.seed}"
+    label = f"{cfg.vit.value_init} V, seed {cfg.seed}"
     epochs_bar = tqdm(range(start_epoch, target), desc=label, unit="epoch", disable=not progress,
                       initial=start_epoch, total=cfg.epochs, leave=True, dynamic_ncols=True)
     t0 = time.perf_counter()

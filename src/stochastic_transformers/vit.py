@@ -52,27 +52,94 @@ Parameters shared across depth
 
   Both kinds are trained.
 
-The paper's configuration is depth :math:`L = 128` and width :math:`d = 96`
-(:data:`PAPER_CONFIG`).
+The network is described by one frozen :class:`ViTConfig`; the paper's is depth
+:math:`L = 128` and width :math:`d = 96` on CIFAR-10 (:data:`PAPER_CONFIG`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ._validation import check_choice, check_int, check_real
 
-__all__ = ["AttentionOnlyViT", "PAPER_CONFIG", "POOLS", "VALUE_INITS", "count_parameters",
-           "rms_normalize"]
+__all__ = ["AttentionOnlyViT", "PAPER_CONFIG", "POOLS", "VALUE_INITS", "ViTConfig",
+           "count_parameters", "default_patch_size", "rms_normalize"]
 
 VALUE_INITS = ("identity", "gaussian")
 POOLS = ("cls", "mean")
+#: The largest depth and width :meth:`ViTConfig.validate` accepts (a guard against typos).
+MAX_DEPTH = MAX_WIDTH = 4096
+
+
+def default_patch_size(image_size: int) -> int:
+    """The patch size used when ``patch_size`` is None: 2 pixels for images of at most 8
+    pixels (the 8 x 8 digits: 4 x 4 tokens), else 4 (CIFAR-10's 32 x 32 images: 8 x 8
+    tokens; the paper does not state its own)."""
+    return 2 if image_size <= 8 else 4
+
+
+@dataclass(frozen=True)
+class ViTConfig:
+    """The architecture of one :class:`AttentionOnlyViT` (checked by :meth:`validate`).
+
+    Parameters
+    ----------
+    depth : int
+        Number :math:`L` of attention blocks; the residual is scaled by :math:`L^{-1/2}`.
+    width : int
+        Token dimension :math:`d`.
+    value_init : {"identity", "gaussian"}
+        One identity value matrix shared by all blocks, or one i.i.d. Gaussian
+        matrix per block.
+    sigma : float
+        Standard deviation of the Gaussian value entries (ignored for "identity").
+    image_size, patch_size, channels : int
+        Square images of ``image_size`` pixels and ``channels`` channels, cut
+        into non-overlapping ``patch_size`` squares (``patch_size`` must divide
+        ``image_size``; None: :func:`default_patch_size`).
+    num_classes : int
+        Output size of the linear head.
+    pool : {"cls", "mean"}
+        Classify from a learned class token or from the mean token.
+
+    Change a field with :func:`dataclasses.replace`.
+    """
+
+    depth: int = 128
+    width: int = 96
+    value_init: str = "gaussian"
+    sigma: float = 1.0
+    image_size: int = 32
+    patch_size: int | None = None
+    channels: int = 3
+    num_classes: int = 10
+    pool: str = "cls"
+
+    def validate(self) -> ViTConfig:
+        """Check every field (a ValueError names the field and its allowed range); return a
+        copy with ``patch_size`` resolved.  The other values are returned as given."""
+        check_int("depth", self.depth, 1, MAX_DEPTH)
+        check_int("width", self.width, 1, MAX_WIDTH)
+        check_choice("value_init", self.value_init, VALUE_INITS)
+        check_real("sigma", self.sigma, 0.0, strict_min=True)
+        size = check_int("image_size", self.image_size, 1)
+        patch = default_patch_size(size) if self.patch_size is None else self.patch_size
+        check_int("patch_size", patch, 1, size)
+        if size % patch:
+            raise ValueError(f"patch_size must divide image_size={size}, got {patch}")
+        check_int("channels", self.channels, 1)
+        check_int("num_classes", self.num_classes, 2)
+        check_choice("pool", self.pool, POOLS)
+        return dataclasses.replace(self, patch_size=patch)
+
 
 #: The network of the paper's Figure 2 (CIFAR-10, 32 x 32 RGB images, 10 classes).
-PAPER_CONFIG = {"depth": 128, "width": 96, "image_size": 32, "channels": 3, "num_classes": 10}
+PAPER_CONFIG = ViTConfig(depth=128, width=96, image_size=32, channels=3, num_classes=10)
 
 
 def rms_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -89,44 +156,33 @@ class AttentionOnlyViT(nn.Module):
 
     Parameters
     ----------
-    depth : int
-        Number :math:`L` of attention blocks; the residual is scaled by :math:`L^{-1/2}`.
-    width : int
-        Token dimension :math:`d`.
-    value_init : {"identity", "gaussian"}
-        One identity value matrix shared by all blocks, or one i.i.d. Gaussian
-        matrix per block.
-    sigma : float
-        Standard deviation of the Gaussian value entries (ignored for "identity").
-    image_size, patch_size, channels : int
-        Square images of ``image_size`` pixels and ``channels`` channels, cut
-        into non-overlapping ``patch_size`` squares (``patch_size`` must divide
-        ``image_size``).
-    num_classes : int
-        Output size of the linear head.
-    pool : {"cls", "mean"}
-        Classify from a learned class token or from the mean token.
+    config : ViTConfig, optional
+        The architecture (default: ``ViTConfig()``, the paper's network); it is
+        validated here and kept, resolved, as ``self.config``.
     generator : torch.Generator, optional
         Source of randomness for the initialisation (default: torch's global one).
+    **fields
+        Fields of :class:`ViTConfig` that replace those of ``config``
+        (``AttentionOnlyViT(depth=2, width=6, ...)``).
     """
 
-    def __init__(self, depth: int = 128, width: int = 96, *, value_init: str = "gaussian",
-                 sigma: float = 1.0, image_size: int = 32, patch_size: int = 4,
-                 channels: int = 3, num_classes: int = 10, pool: str = "cls",
-                 generator: torch.Generator | None = None):
+    def __init__(self, config: ViTConfig | None = None, *,
+                 generator: torch.Generator | None = None, **fields):
         super().__init__()
-        self.depth = check_int("depth", depth, 1)
-        self.width = check_int("width", width, 1)
-        self.value_init = check_choice("value_init", value_init, VALUE_INITS)
-        self.sigma = check_real("sigma", sigma, 0.0, strict_min=True)
-        self.image_size = check_int("image_size", image_size, 1)
-        self.patch_size = check_int("patch_size", patch_size, 1, self.image_size)
-        if self.image_size % self.patch_size:
-            raise ValueError(f"patch_size must divide image_size={self.image_size}, "
-                             f"got {self.patch_size}")
-        self.channels = check_int("channels", channels, 1)
-        self.num_classes = check_int("num_classes", num_classes, 2)
-        self.pool = check_choice("pool", pool, POOLS)
+        config = ViTConfig() if config is None else config
+        if not isinstance(config, ViTConfig):
+            raise ValueError(f"config must be a ViTConfig, got {config!r}")
+        names = {f.name for f in dataclasses.fields(ViTConfig)}
+        unknown = sorted(set(fields) - names)
+        if unknown:
+            raise ValueError(f"fields must be among {', '.join(sorted(names))}; "
+                             f"got {', '.join(unknown)}")
+        self.config = dataclasses.replace(config, **fields).validate()
+        cfg = self.config
+        self.depth, self.width = cfg.depth, cfg.width
+        self.value_init, self.sigma, self.pool = cfg.value_init, cfg.sigma, cfg.pool
+        self.image_size, self.patch_size = cfg.image_size, cfg.patch_size
+        self.channels, self.num_classes = cfg.channels, cfg.num_classes
 
         d = self.width
         self.num_patches = (self.image_size // self.patch_size) ** 2

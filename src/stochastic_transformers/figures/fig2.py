@@ -73,12 +73,12 @@ HARDER_TASK = {
     "quick": {"dataset": "digits-small", "epochs": 60, "warmup_epochs": 6},
 }
 
-#: Knobs that ``compute`` accepts as overrides, with their defaults outside SCALES.
-KNOBS = {"dataset": "digits", "depth": 128, "width": 96, "patch_size": None, "epochs": 300,
-         "warmup_epochs": 8, "seeds": 5, "inits": INITS, "device": None, "data_dir": None,
-         "download": False, "lr": 1e-3, "min_lr": 1e-5, "weight_decay": 5e-5,
-         "batch_size": 128, "sigma": 1.0, "pool": "cls", "augment": None, "amp": None,
-         "compile": None, "num_workers": None}
+#: Knobs of their own: a run's ``value_init`` and ``seed`` range over ``inits`` and
+#: ``range(seeds)``.  The other knobs are the flat fields of ``training.TrainConfig``.
+OWN_KNOBS = {"seeds": 5, "inits": INITS}
+#: Flat fields of ``TrainConfig`` that are not knobs: the two that ``inits`` and ``seeds``
+#: set, and ``betas`` (Adam's, fixed).
+NOT_KNOBS = ("value_init", "seed", "betas")
 
 _LABELS = {"identity": "identity V, shared by all layers (constant)",
            "gaussian": "Gaussian V, independent per layer (random)"}
@@ -106,14 +106,36 @@ def _require_vit():
     return training
 
 
+def knob_defaults() -> dict:
+    """Knobs that ``compute`` accepts as overrides, with their defaults outside SCALES:
+    every flat field of ``training.TrainConfig`` (:meth:`~..training.TrainConfig.flat`) but
+    :data:`NOT_KNOBS`, then :data:`OWN_KNOBS`.  Needs the vit extra (PyTorch)."""
+    training = _require_vit()
+    defaults = {k: v for k, v in training.TrainConfig().flat().items() if k not in NOT_KNOBS}
+    return {**defaults, **OWN_KNOBS}
+
+
+def __getattr__(name):
+    # ``KNOBS`` (what ``figures.knobs`` and ``--set`` read) is derived from TrainConfig, so it
+    # needs torch; without the vit extra the module has no KNOBS, and compute says what to
+    # install.
+    if name == "KNOBS":
+        try:
+            return knob_defaults()
+        except ModuleNotFoundError as err:
+            raise AttributeError(f"fig2.KNOBS needs the vit extra: {VIT_EXTRA}") from err
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _params(scale: str, overrides: dict) -> dict:
     training = _require_vit()
 
     check_choice("scale", scale, tuple(SCALES))
-    unknown = sorted(set(overrides) - set(KNOBS))
+    knobs = knob_defaults()
+    unknown = sorted(set(overrides) - set(knobs))
     if unknown:
-        raise ValueError(f"overrides must be among {', '.join(KNOBS)}; got {', '.join(unknown)}")
-    p = {**KNOBS, **SCALES[scale], **overrides}
+        raise ValueError(f"overrides must be among {', '.join(knobs)}; got {', '.join(unknown)}")
+    p = {**knobs, **SCALES[scale], **overrides}
     check_int("seeds", p["seeds"], 1, 1000)
     check_int("epochs", p["epochs"], 1, 100_000)
     if "warmup_epochs" not in overrides:  # a shorter run keeps a warm-up that fits in it
@@ -127,12 +149,14 @@ def _params(scale: str, overrides: dict) -> dict:
     if p["dataset"] == "cifar10" and p["data_dir"] is None:
         p["data_dir"] = os.environ.get(CIFAR10_ENV, "data")
     # Validate every run's configuration before any data is loaded or trained.
-    p["configs"] = {(init, s): _config(p, init, s).validate()
+    fields = {k: p[k] for k in knobs if k not in OWN_KNOBS}
+    p["configs"] = {(init, s): training.TrainConfig.from_flat(value_init=init, seed=s,
+                                                              **fields).validate()
                     for init in inits for s in range(p["seeds"])}
     if p["dataset"] == "cifar10" and not p["download"] \
-            and training._find_cifar10(p["data_dir"]) is None:
+            and training.find_cifar10(p["data_dir"]) is None:
         raise FileNotFoundError(f"CIFAR-10 not found in {str(p['data_dir'])!r} (set data_dir= or "
-                                f"${CIFAR10_ENV}). " + training._cifar10_help(p["data_dir"]))
+                                f"${CIFAR10_ENV}). " + training.cifar10_help(p["data_dir"]))
     cfg = next(iter(p["configs"].values()))
     if p["dataset"] == "cifar10" and cfg.device == "cpu":
         warnings.warn("training the CIFAR-10 figure on the CPU: expect days, not hours "
@@ -140,21 +164,11 @@ def _params(scale: str, overrides: dict) -> dict:
     return p
 
 
-def _config(p: dict, init: str, seed: int):
-    from ..training import TrainConfig
-
-    fields = {k: p[k] for k in ("dataset", "depth", "width", "patch_size", "epochs",
-                                "warmup_epochs", "device", "data_dir", "download", "lr",
-                                "min_lr", "weight_decay", "batch_size", "sigma", "pool",
-                                "augment", "amp", "compile", "num_workers")}
-    return TrainConfig(value_init=init, seed=seed, **fields)
-
-
 def compute(scale: str = "quick", *, scheduler=None, cache_dir=None, progress: bool = True,
             **overrides) -> xr.Dataset:
     """Train both initialisations over ``seeds`` seeds; return ``val_accuracy(init, seed, epoch)``.
 
-    ``overrides`` replace knobs of the scale (see :data:`KNOBS`): ``depth``,
+    ``overrides`` replace knobs of the scale (see :func:`knob_defaults`): ``depth``,
     ``width``, ``epochs``, ``seeds``, ``dataset``, ``data_dir``, ``device``, ...
     ``scheduler`` is ignored (the runs are sequential); ``cache_dir`` holds one
     checkpoint per run (``cache_dir/fig2/<init>-seed<s>-<hash>.pt``).
@@ -180,7 +194,7 @@ def compute(scale: str = "quick", *, scheduler=None, cache_dir=None, progress: b
                 result.wall_time
     cfg0 = p["configs"][(p["inits"][0], 0)]
     attrs = {"figure": ID, "scale": scale, "dataset": p["dataset"], "depth": p["depth"],
-             "width": p["width"], "patch_size": cfg0.patch_size, "epochs": n_epochs,
+             "width": p["width"], "patch_size": cfg0.vit.patch_size, "epochs": n_epochs,
              "warmup_epochs": p["warmup_epochs"], "seeds": p["seeds"],
              "batch_size": p["batch_size"], "optimizer": "AdamW", "lr": p["lr"],
              "min_lr": p["min_lr"], "weight_decay": p["weight_decay"],
