@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 import numpy as np
+
+from stochastic_transformers.figures._common import log_time_grid
 import pytest
 
 from stochastic_transformers import theory
@@ -95,15 +97,15 @@ def test_first_time_and_longest_plateau():
 
 
 def test_log_time_grid():
-    t = fig8.log_time_grid(100.0, 100, 60)
+    t = log_time_grid(100.0, 100, 60)
     assert t[0] == 0.0 and t[1] == pytest.approx(0.01) and t[-1] == 100.0
     assert np.all(np.diff(t) > 0) and 50 <= t.size <= 60
     np.testing.assert_allclose(t * 100, np.rint(t * 100), atol=1e-9)
-    assert fig8.log_time_grid(2.0, 1, 10).tolist() == [0.0, 1.0, 2.0]
+    assert log_time_grid(2.0, 1, 10).tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(ValueError, match=r"T \* L"):
-        fig8.log_time_grid(0.015, 20, 10)
+        log_time_grid(0.015, 20, 10)
     with pytest.raises(ValueError, match="n_times"):
-        fig8.log_time_grid(1.0, 20, 1)
+        log_time_grid(1.0, 20, 1)
 
 
 def test_settle_time():
@@ -141,7 +143,7 @@ def _check_band(ds, name):
 def test_fig8_smoke_dataset(ds8):
     knobs = fig8.SCALES["smoke"]
     assert dict(ds8.sizes)["beta"] == len(knobs["betas"]) and ds8.d.values.tolist() == list(knobs["d"])
-    np.testing.assert_allclose(ds8.time.values, fig8.log_time_grid(knobs["T"], knobs["L"],
+    np.testing.assert_allclose(ds8.time.values, log_time_grid(knobs["T"], knobs["L"],
                                                                    knobs["n_times"]))
     for name in ("p_unclustered", "p_single", "p_antipodal"):
         assert ds8[name].dims == ("beta", "d", "time")

@@ -10,6 +10,34 @@ from .._validation import ATTENTIONS, SCALE_NAMES, check_choice, check_int, chec
 
 
 
+# ----------------------------------------------------------------------------- time grids
+def log_time_grid(T, L, n_times, *, t_min=None):
+    r"""Log-spaced recording times on the layer grid (whole multiples of :math:`1/L`).
+
+    Without ``t_min``: 0, then about ``n_times - 1`` log-spaced times from one layer to T
+    (the horizon figures).  With ``t_min``: about ``n_times`` log-spaced times from
+    ``t_min`` to T (the persistence figures), each at least one layer.  Duplicates that
+    the rounding creates at small times are dropped, so the grid may be a little shorter;
+    the last time is exactly T.  Returns a numpy array.
+    """
+    import numpy as np
+
+    T = check_real("T", T, 0.0, strict_min=True)
+    L = check_int("L", L, 1)
+    n_times = check_int("n_times", n_times, 2)
+    n_layers = check_whole_layers(T, L)
+    if n_layers < 1:
+        raise ValueError(f"T * L must be a whole number of layers >= 1; got T={T}, L={L}")
+    if t_min is None:
+        layers = np.rint(np.logspace(0.0, math.log10(n_layers), n_times - 1)).astype(np.int64)
+        layers = np.unique(np.concatenate([[0], layers, [n_layers]]))
+    else:
+        t_min = check_real("t_min", t_min, 0.0, T, strict_min=True)
+        raw = np.geomspace(t_min, T, n_times)
+        layers = np.unique(np.clip(np.rint(raw * L), 1, round(T * L)).astype(np.int64))
+    return layers / L
+
+
 # ----------------------------------------------------------------------------- knob checks
 def _reals(minimum, *, strict=False, maximum=None):
     def check(name, values):

@@ -27,9 +27,8 @@ import numpy as np
 from .. import simulate, theory, two_clusters
 from .._validation import ATTENTIONS, check_int, check_real
 from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
-                      resolve_scale, sweep_seconds)
-from .fig7 import time_grid
+from ._common import (cell_threads, check_simulation_knobs, default_scheduler, log_time_grid,
+                      projected_cost, resolve_scale, sweep_seconds)
 
 ID = "clusters"
 CELL_VERSION = "1"
@@ -131,7 +130,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     and ``time``.
     """
     knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
-    times = time_grid(knobs["t_min"], knobs["T"], knobs["n_times"], knobs["L"])
+    times = [float(x) for x in log_time_grid(knobs["T"], knobs["L"], knobs["n_times"],
+                                             t_min=knobs["t_min"])]
     n_beta = max(len(knobs["betas_softmax"]), len(knobs["betas_unnormalized"]))
     fixed = {k: knobs[k] for k in ("betas_softmax", "betas_unnormalized", "n_traj", "L", "T",
                                    "one_plus_z0", "d", "tol")}

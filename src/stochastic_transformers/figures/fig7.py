@@ -37,8 +37,8 @@ from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
-                      resolve_scale, sweep_seconds)
+from ._common import (cell_threads, check_simulation_knobs, default_scheduler, log_time_grid,
+                      projected_cost, resolve_scale, sweep_seconds)
 
 ID = "fig7"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -54,17 +54,6 @@ SCALES = {
     "paper": dict(betas=(4.0, 6.0, 8.0), n_tokens=4, n_traj=10_000, L=100, T=500.0, t_min=0.1,
                   n_times=40, d=4, attention="softmax", tol=1e-3, seed=0),
 }
-
-
-def time_grid(t_min, T, n_times, L):
-    """About ``n_times`` log-spaced times from ``t_min`` to ``T`` on the layer grid (1/L).
-
-    Rounded to whole layers and deduplicated, so the grid can be a little shorter;
-    ``T`` is always the last time.
-    """
-    raw = np.geomspace(t_min, T, n_times)
-    layers = np.unique(np.clip(np.rint(raw * L), 1, round(T * L)).astype(np.int64))
-    return [float(x) for x in layers / L]
 
 
 def cell(*, beta, n_tokens, n_traj, L, T, times, d, attention, tol, seed):
@@ -157,7 +146,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     whose smaller one has ``minority`` tokens, with band) and ``n_traj(beta)``.
     """
     knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
-    times = time_grid(knobs["t_min"], knobs["T"], knobs["n_times"], knobs["L"])
+    times = [float(x) for x in log_time_grid(knobs["T"], knobs["L"], knobs["n_times"],
+                                             t_min=knobs["t_min"])]
     fixed = {k: knobs[k] for k in ("n_tokens", "n_traj", "L", "T", "d", "attention", "tol")}
     fixed["times"] = times
     per_time = ("n_antipodal_pair", "n_clustered", "sum_n_clusters", "n_lost", "n_gained",

@@ -36,7 +36,8 @@ from .._validation import ATTENTIONS, check_choice, check_int, check_real, check
 from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
 from ..simulate import ATTENTIONS
 from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
+from ._common import (cell_threads, default_scheduler, log_time_grid, projected_cost,
+                      resolve_scale, sweep_seconds)
 
 ID = "fig8"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -63,24 +64,6 @@ SETTLE_LEVEL = 0.01
 
 
 # ----------------------------------------------------------------------------- metrics
-
-def log_time_grid(T, L, n_times):
-    r"""Recording times: 0, then about ``n_times - 1`` log-spaced times from one layer to T.
-
-    Every time is a whole number of layers (a multiple of :math:`1/L`); duplicates that the
-    rounding creates at small times are dropped, so the grid may be a little shorter than
-    ``n_times``.  The last time is exactly ``T``.
-    """
-    T = check_real("T", T, 0.0, strict_min=True)
-    L = check_int("L", L, 1)
-    n_times = check_int("n_times", n_times, 2)
-    n_layers = check_whole_layers(T, L)
-    if n_layers < 1:
-        raise ValueError(f"T * L must be a whole number of layers >= 1; got T={T}, L={L}")
-    layers = np.rint(np.logspace(0.0, math.log10(n_layers), n_times - 1)).astype(np.int64)
-    layers = np.unique(np.concatenate([[0], layers, [n_layers]]))
-    return layers / L
-
 
 def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
     """First recorded time from which the unclustered fraction stays at or below ``level``.

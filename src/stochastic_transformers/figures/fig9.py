@@ -14,7 +14,7 @@ while at large beta the deterministic flow is metastable (it lingers in configur
 several clusters, in the sense of Geshkovski et al. 2024) and the stochastic model is not.
 
 Metrics, all computed from the Gram matrix :math:`G_{ij} = \langle x_i, x_j\rangle` at each
-recorded time (a log-spaced grid, :func:`stochastic_transformers.figures.fig8.log_time_grid`):
+recorded time (a log-spaced grid, :func:`stochastic_transformers.figures._common.log_time_grid`):
 
 ``gap``
     the *clustering gap* :math:`\delta(X) = \max_{i<j}\min(1 - G_{ij}, 1 + G_{ij})`: how far
@@ -47,9 +47,8 @@ from .._validation import check_choice, check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..simulate import ATTENTIONS, full_method
 from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
-                      sweep_seconds)
-from .fig8 import log_time_grid
+from ._common import (cell_threads, default_scheduler, knob_attr, log_time_grid, projected_cost,
+                      resolve_scale, sweep_seconds)
 
 ID = "fig9"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever

@@ -188,8 +188,9 @@ def plot(ds):
     return fig
 
 
-#: Seconds of simulation per token-dimension-trajectory-layer, measured on the quick run.
-SECONDS_PER_WORK = 1.0e-8
+#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
+#: paper run (295 s of cell time, one thread a worker).
+SECONDS_PER_WORK = 2.06e-8
 
 
 def work(knobs) -> float:
