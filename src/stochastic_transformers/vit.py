@@ -87,6 +87,8 @@ def default_patch_size(image_size: int) -> int:
 class ViTConfig:
     """The architecture of one :class:`AttentionOnlyViT` (checked by :meth:`validate`).
 
+    Frozen: change a field with :func:`dataclasses.replace`.
+
     Parameters
     ----------
     depth : int
@@ -106,8 +108,6 @@ class ViTConfig:
         Output size of the linear head.
     pool : {"cls", "mean"}
         Classify from a learned class token or from the mean token.
-
-    Change a field with :func:`dataclasses.replace`.
     """
 
     depth: int = 128
