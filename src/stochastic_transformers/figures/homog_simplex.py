@@ -91,14 +91,23 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                  t_max=t_max, n_layers=n_layers, n_times=n_times)
     t = np.linspace(0.0, t_max, n_times)
     outs = ("gamma_mean", "gamma_se", "gamma_q10", "gamma_q90", "pair_spread")
-    ds = run_sweep(cell, {"d": list(dims), "b": list(bs)}, fixed=fixed, seed=check_int("seed", knobs["seed"], 0),
-                   name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=default_scheduler(scale, scheduler), progress=progress,
-                   output_dims={k: ("t",) for k in outs}, output_coords={"t": t})
-    return _finish(ds, scale, samples=samples)
+    common = dict(seed=check_int("seed", knobs["seed"], 0), cache_dir=cache_dir,
+                  scheduler=default_scheduler(scale, scheduler), progress=progress,
+                  output_dims={k: ("t",) for k in outs}, output_coords={"t": t})
+    ds = run_sweep(cell, {"d": list(dims), "b": list(bs)}, fixed=fixed, name=f"{ID}-{scale}",
+                   **common)
+    # Depth refinement at the largest d and b (the largest gap there): the step's share.
+    ref = run_sweep(cell, {"n_layers": [n_layers, REFINE_FACTOR * n_layers]},
+                    fixed={k: v for k, v in dict(fixed, d=max(dims), b=max(bs)).items()
+                           if k != "n_layers"}, name=f"{ID}-{scale}-refine", **common)
+    return _finish(ds, scale, samples=samples, refine=ref)
 
 
-def _finish(ds, scale, *, samples):
+#: The refinement multiplies the number of layers by this factor.
+REFINE_FACTOR = 4
+
+
+def _finish(ds, scale, *, samples, refine):
     n, g0 = int(ds.attrs["fixed_n_tokens"]), float(ds.attrs["fixed_gamma0"])
     t_fine = np.linspace(0.0, float(ds.t.max()), 81)
     ds = ds.assign_coords(t_fine=t_fine)
@@ -119,7 +128,13 @@ def _finish(ds, scale, *, samples):
     se = np.sqrt(ds.gamma_se**2 + (ds.theory_band / 2) ** 2)
     ds["z_gamma"] = ((ds.gamma_mean - ds.gamma_theory) / se).where(ds.t > 0, 0.0)
     ds["max_abs_gap"] = np.abs(ds.gamma_mean - ds.gamma_theory).max("t")
-    ds.attrs.update(scale=scale, figure=ID, theory_samples=samples)
+    d_ref, b_ref = int(refine.attrs["fixed_d"]), float(refine.attrs["fixed_b"])
+    theory = ds.gamma_theory.sel(d=d_ref, b=b_ref).values
+    ds = ds.assign_coords(refine_layers=refine.n_layers.values)
+    ds["refine_max_abs_gap"] = (("refine_layers",),
+                                np.abs(refine.gamma_mean.values - theory[None, :]).max(axis=1))
+    ds.attrs.update(scale=scale, figure=ID, theory_samples=samples, refine_d=d_ref,
+                    refine_b=b_ref, refine_cell_time_s=float(refine.attrs.get("cell_time_s", 0.0)))
     return ds
 
 
@@ -152,6 +167,12 @@ def summary(ds) -> dict:
         g = ds.max_abs_gap.sel(b=b).values
         out["gap_slope"][float(b)] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
     out["gap_shrinks_with_d"] = bool(all(v < GAP_SLOPE_MAX for v in out["gap_slope"].values()))
+    g, f = ds.refine_max_abs_gap.values, REFINE_FACTOR
+    extrapolated = (f * g[1] - g[0]) / (f - 1)   # first order in the step
+    out["refine"] = {"d": int(ds.attrs["refine_d"]), "b": float(ds.attrs["refine_b"]),
+                     "n_layers": [int(v) for v in ds.refine_layers.values],
+                     "max_abs_gap": [float(v) for v in g], "extrapolated_gap": float(extrapolated),
+                     "discretisation_share": float(1 - extrapolated / g[0])}
     return out
 
 
@@ -173,6 +194,13 @@ def plot(ds):
         ax.fill_between(ds.t_fine, sub.gamma_theory_fine - sub.theory_band_fine,
                         sub.gamma_theory_fine + sub.theory_band_fine, color=colour, alpha=0.3, lw=0)
         axs.plot(ds.d, ds.max_abs_gap.sel(b=b), "o-", ms=4, color=colour, label=f"b = {b:g}")
+    g, f = ds.refine_max_abs_gap.values, REFINE_FACTOR
+    c_ref = palette(ds.sizes["b"])[list(ds.b.values).index(ds.attrs["refine_b"])]
+    axs.plot([ds.attrs["refine_d"]], [g[1]], "s", mfc="white", color=c_ref,
+             label=f"{int(ds.refine_layers.values[1])} layers instead of "
+                   f"{int(ds.refine_layers.values[0])}")
+    axs.plot([ds.attrs["refine_d"]], [max((f * g[1] - g[0]) / (f - 1), 1e-4)], "*", ms=9,
+             color=c_ref, label="extrapolated to infinite depth")
     ax.plot([], [], color="0.3", lw=1.2, label="scalar dynamics (ours)")
     ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"$\gamma(t)$ (mean off-diagonal overlap)",
            title=f"simplex start, N = {ds.attrs['fixed_n_tokens']}, d = {int(big.d)}, "
@@ -195,15 +223,16 @@ SECONDS_PER_WORK = 2.06e-8
 
 def work(knobs) -> float:
     """n_traj * n_layers * N * d * len(bs)."""
-    return float(knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"])
-                 * len(knobs["bs"]))
+    main = knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"]) * len(knobs["bs"])
+    refine = knobs["n_traj"] * knobs["n_layers"] * (1 + REFINE_FACTOR) * knobs["n_tokens"] * max(knobs["d"])
+    return float(main + refine)
 
 
 def _measured(ds):
     knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
              "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
              "bs": list(ds.b.values)}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
+    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
 
 
 def cost(scale, ds=None) -> float:
