@@ -217,8 +217,8 @@ def plot(ds):
 
 
 #: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
-#: paper run (295 s of cell time, one thread a worker).
-SECONDS_PER_WORK = 2.06e-8
+#: paper run (472 s of cell time with its refinement, one thread a worker).
+SECONDS_PER_WORK = 2.09e-8
 
 
 def work(knobs) -> float:
