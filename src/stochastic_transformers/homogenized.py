@@ -69,7 +69,8 @@ from scipy import integrate, interpolate, special
 
 from ._validation import check_int, check_real
 
-__all__ = ["pair_coefficients", "pair_moments", "overlap_moments", "antipodal_limit",
+__all__ = ["pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
+           "antipodal_by", "antipodal_limit",
            "antipodal_attracting", "logistic", "simplex_moments", "simplex_drift",
            "simplex_path", "uniform_overlap_density"]
 

@@ -286,18 +286,20 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
                 x_out[t, i, a] = x[i, a]
 
 
-def run(method, n_traj, n_tokens, d, n_layers, n_heads, beta, sigma, sigma_qk, eta, x0_arr, z0,
-        rec, key0, key1, first_trajectory, bounds, bar):
-    """Run the kernel in the slices ``bounds`` (for the progress bar); return tokens, records."""
+def run(plan, bounds, bar):
+    """Run the kernel for a validated :func:`simulate` plan in the trajectory slices ``bounds``
+    (for the progress bar ``bar``, or None); return the final tokens and the records."""
+    n_traj, n_tokens, d = plan.n_traj, plan.n_tokens, plan.d
     x_out = np.empty((n_traj, n_tokens, d))
-    rec_gram = np.empty((n_traj, rec.size, n_tokens, n_tokens))
-    x0_in = (np.ascontiguousarray(x0_arr) if x0_arr is not None
+    rec_gram = np.empty((n_traj, plan.rec.size, n_tokens, n_tokens))
+    x0_in = (np.ascontiguousarray(plan.x0) if plan.x0 is not None
              else np.zeros((n_traj, n_tokens, d)))
-    init_mode = 1 if x0_arr is not None else (2 if z0 is not None else 0)
+    init_mode = 1 if plan.x0 is not None else (2 if plan.z0 is not None else 0)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        _kernel(key0, key1, first_trajectory + lo, hi - lo, n_tokens, d, n_layers, n_heads,
-                method == "literal", beta, sigma, sigma_qk, eta, x0_in[lo:hi], init_mode,
-                0.0 if z0 is None else z0, rec, rec_gram[lo:hi], x_out[lo:hi])
+        _kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, n_tokens, d,
+                plan.n_layers, plan.n_heads, plan.method == "literal", plan.beta, plan.sigma,
+                plan.sigma_qk, plan.eta, x0_in[lo:hi], init_mode,
+                0.0 if plan.z0 is None else plan.z0, plan.rec, rec_gram[lo:hi], x_out[lo:hi])
         if bar is not None:
             bar.update(hi - lo)
     return x_out, rec_gram

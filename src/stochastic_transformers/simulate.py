@@ -949,10 +949,7 @@ def _run(plan: _Plan):
     if model == "random_attention":
         from . import random_attention as _ra
 
-        n_heads, sigma_qk, eta = plan.n_heads, plan.sigma_qk, plan.eta
-        x_out, rec_gram = _ra.run(method, n_traj, n_tokens, d, n_layers, n_heads, beta, sigma,
-                                  sigma_qk, eta, x0_arr, z0, rec, key0, key1, first_trajectory,
-                                  bounds, bar)
+        x_out, rec_gram = _ra.run(plan, bounds, bar)
         data["gram"] = (("trajectory", "i", "j"), np.einsum("tia,tja->tij", x_out, x_out))
         data["tokens"] = (("trajectory", "i", "component"), x_out)
         if times is not None:

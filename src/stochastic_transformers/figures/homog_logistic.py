@@ -29,6 +29,9 @@ from .._validation import check_int, check_real
 from ..homogenized import logistic
 from ..sweep import run_sweep
 from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
+# the units of work (work, _measured) are shared with the other figure on the clock t
+from ._homog import REFINE_FACTOR, plot_refinement, refinement_summary, schedule, work
+from ._homog import measured as _measured
 
 ID = "homog_logistic"
 CELL_VERSION = "1"
@@ -46,24 +49,9 @@ SCALES = {
 RATE, RATE_TOL = -1.0, 0.25
 
 
-def _schedule(d, t_max, n_layers, n_times):
-    """(T, L, record times) of a cell: T = t_max / d, T * L = n_layers, times on layers."""
-    T = t_max / d
-    L_float = n_layers / T
-    L = int(round(L_float))
-    if abs(L - L_float) > 1e-9 * L_float:
-        raise ValueError(f"n_layers * d / t_max must be a whole number (layers per unit time); "
-                         f"got n_layers={n_layers}, d={d}, t_max={t_max}")
-    if n_layers % (n_times - 1):
-        raise ValueError(f"n_times - 1 must divide n_layers; got n_times={n_times}, "
-                         f"n_layers={n_layers}")
-    layers = np.arange(n_times) * (n_layers // (n_times - 1))
-    return T, L, layers / L
-
-
 def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed):
     """One (d, b): mean overlap m(t) of every trajectory on t = d tau, against its logistic."""
-    T, L, times = _schedule(d, t_max, n_layers, n_times)
+    T, L, times = schedule(d, t_max, n_layers, n_times)
     ds = simulate(n_tokens, d, b / math.sqrt(d), n_traj=n_traj, L=L, T=T, times=times,
                   model="random_attention", seed=seed, n_threads=cell_threads())
     m = ds.gram_t.values.mean(axis=(2, 3))                   # (trajectory, time)
@@ -85,7 +73,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     n_layers = check_int("n_layers", knobs["n_layers"], 1)
     n_times = check_int("n_times", knobs["n_times"], 2)
     for d in ds_:
-        _schedule(d, t_max, n_layers, n_times)          # every d checked before any compute
+        schedule(d, t_max, n_layers, n_times)          # every d checked before any compute
     fixed = dict(n_tokens=check_int("n_tokens", knobs["n_tokens"], 2),
                  n_traj=check_int("n_traj", knobs["n_traj"], 2), t_max=t_max, n_layers=n_layers,
                  n_times=n_times)
@@ -104,9 +92,6 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                     name=f"{ID}-{scale}-refine", **common)
     return _finish(ds, scale, refine=ref)
 
-
-#: The refinement multiplies the number of layers by this factor.
-REFINE_FACTOR = 4
 
 
 def _finish(ds, scale, *, refine):
@@ -146,14 +131,7 @@ def summary(ds) -> dict:
         out["d_times_gap"][float(b)] = [float(v) for v in g * ds.d.values]
         out["max_z_at_large_d"][float(b)] = float(np.abs(sub.z_gap.isel(d=-1)).max())
     out["m0"] = float(ds.m_mean.isel(t=0).mean())
-    g = ds.refine_max_abs_gap.values
-    # the gap at infinitely many layers, extrapolated linearly in the step (first order)
-    f = REFINE_FACTOR
-    out["refine"] = {"d": int(ds.attrs["refine_d"]), "b": float(ds.attrs["refine_b"]),
-                     "n_layers": [int(v) for v in ds.refine_layers.values],
-                     "max_abs_gap": [float(v) for v in g],
-                     "extrapolated_gap": float((f * g[1] - g[0]) / (f - 1)),
-                     "discretisation_share": float(1 - (f * g[1] - g[0]) / (f - 1) / g[0])}
+    out["refine"] = refinement_summary(ds)
     return out
 
 
@@ -181,13 +159,7 @@ def plot(ds):
         ax_y = g.values
         axr.plot(ds.d, ax_y, "o-", color=colour, label=fr"$\beta\sqrt{{d}}$ = {b:g}")
     dd = ds.d.values.astype(float)
-    g = ds.refine_max_abs_gap.values
-    f = REFINE_FACTOR
-    axr.plot([ds.attrs["refine_d"]], [g[1]], "s", mfc="white", color=palette(ds.sizes["b"])[0],
-             label=f"{int(ds.refine_layers.values[1])} layers instead of "
-                   f"{int(ds.refine_layers.values[0])}")
-    axr.plot([ds.attrs["refine_d"]], [max((f * g[1] - g[0]) / (f - 1), 1e-4)], "*", ms=9,
-             color=palette(ds.sizes["b"])[0], label="extrapolated to infinite depth")
+    plot_refinement(axr, ds, palette(ds.sizes["b"])[0])
     ref = float(ds.sel(b=ds.b.values[0]).max_abs_gap.values[0])
     axr.plot(dd, ref * dd[0] / dd, color="0.5", ls=":", label=r"$\propto 1/d$")
     axr.set(xscale="log", yscale="log", xlabel="d",
@@ -203,20 +175,6 @@ def plot(ds):
 #: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
 #: paper run (612 s of cell time, one thread a worker).
 SECONDS_PER_WORK = 1.84e-8
-
-
-def work(knobs) -> float:
-    """Token-dimension-trajectory-layers: n_traj * n_layers * N * sum(d) * len(bs)."""
-    main = knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"]) * len(knobs["bs"])
-    refine = knobs["n_traj"] * knobs["n_layers"] * (1 + REFINE_FACTOR) * knobs["n_tokens"] * max(knobs["d"])
-    return float(main + refine)
-
-
-def _measured(ds):
-    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
-             "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
-             "bs": list(ds.b.values)}
-    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
 
 
 def cost(scale, ds=None) -> float:

@@ -33,7 +33,9 @@ from .._validation import check_int, check_real
 from ..homogenized import simplex_path
 from ..sweep import run_sweep
 from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
-from .homog_logistic import _schedule
+# the units of work (work, _measured) are shared with the other figure on the clock t
+from ._homog import REFINE_FACTOR, plot_refinement, refinement_summary, schedule, work
+from ._homog import measured as _measured
 
 ID = "homog_simplex"
 CELL_VERSION = "1"
@@ -58,7 +60,7 @@ def simplex_tokens(n_tokens, d, gamma0):
 
 def cell(*, d, b, n_tokens, gamma0, n_traj, t_max, n_layers, n_times, seed):
     """One b: gamma(t) and the within-trajectory spread of the off-diagonal overlaps."""
-    T, L, times = _schedule(d, t_max, n_layers, n_times)
+    T, L, times = schedule(d, t_max, n_layers, n_times)
     beta = b / math.sqrt(d)
     ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, times=times,
                   x0=simplex_tokens(n_tokens, d, gamma0), model="random_attention", seed=seed,
@@ -85,7 +87,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     n_layers = check_int("n_layers", knobs["n_layers"], 1)
     n_times = check_int("n_times", knobs["n_times"], 2)
     for d in dims:
-        _schedule(d, t_max, n_layers, n_times)
+        schedule(d, t_max, n_layers, n_times)
     samples = check_int("theory_samples", knobs["theory_samples"], 100)
     fixed = dict(n_tokens=n_tokens, gamma0=gamma0, n_traj=check_int("n_traj", knobs["n_traj"], 2),
                  t_max=t_max, n_layers=n_layers, n_times=n_times)
@@ -102,9 +104,6 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                            if k != "n_layers"}, name=f"{ID}-{scale}-refine", **common)
     return _finish(ds, scale, samples=samples, refine=ref)
 
-
-#: The refinement multiplies the number of layers by this factor.
-REFINE_FACTOR = 4
 
 
 def _finish(ds, scale, *, samples, refine):
@@ -167,12 +166,7 @@ def summary(ds) -> dict:
         g = ds.max_abs_gap.sel(b=b).values
         out["gap_slope"][float(b)] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
     out["gap_shrinks_with_d"] = bool(all(v < GAP_SLOPE_MAX for v in out["gap_slope"].values()))
-    g, f = ds.refine_max_abs_gap.values, REFINE_FACTOR
-    extrapolated = (f * g[1] - g[0]) / (f - 1)   # first order in the step
-    out["refine"] = {"d": int(ds.attrs["refine_d"]), "b": float(ds.attrs["refine_b"]),
-                     "n_layers": [int(v) for v in ds.refine_layers.values],
-                     "max_abs_gap": [float(v) for v in g], "extrapolated_gap": float(extrapolated),
-                     "discretisation_share": float(1 - extrapolated / g[0])}
+    out["refine"] = refinement_summary(ds)
     return out
 
 
@@ -194,13 +188,7 @@ def plot(ds):
         ax.fill_between(ds.t_fine, sub.gamma_theory_fine - sub.theory_band_fine,
                         sub.gamma_theory_fine + sub.theory_band_fine, color=colour, alpha=0.3, lw=0)
         axs.plot(ds.d, ds.max_abs_gap.sel(b=b), "o-", ms=4, color=colour, label=f"b = {b:g}")
-    g, f = ds.refine_max_abs_gap.values, REFINE_FACTOR
-    c_ref = palette(ds.sizes["b"])[list(ds.b.values).index(ds.attrs["refine_b"])]
-    axs.plot([ds.attrs["refine_d"]], [g[1]], "s", mfc="white", color=c_ref,
-             label=f"{int(ds.refine_layers.values[1])} layers instead of "
-                   f"{int(ds.refine_layers.values[0])}")
-    axs.plot([ds.attrs["refine_d"]], [max((f * g[1] - g[0]) / (f - 1), 1e-4)], "*", ms=9,
-             color=c_ref, label="extrapolated to infinite depth")
+    plot_refinement(axs, ds, palette(ds.sizes["b"])[list(ds.b.values).index(ds.attrs["refine_b"])])
     ax.plot([], [], color="0.3", lw=1.2, label="scalar dynamics (ours)")
     ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"$\gamma(t)$ (mean off-diagonal overlap)",
            title=f"simplex start, N = {ds.attrs['fixed_n_tokens']}, d = {int(big.d)}, "
@@ -219,20 +207,6 @@ def plot(ds):
 #: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
 #: paper run (472 s of cell time with its refinement, one thread a worker).
 SECONDS_PER_WORK = 2.09e-8
-
-
-def work(knobs) -> float:
-    """n_traj * n_layers * N * d * len(bs)."""
-    main = knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"]) * len(knobs["bs"])
-    refine = knobs["n_traj"] * knobs["n_layers"] * (1 + REFINE_FACTOR) * knobs["n_tokens"] * max(knobs["d"])
-    return float(main + refine)
-
-
-def _measured(ds):
-    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
-             "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
-             "bs": list(ds.b.values)}
-    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
 
 
 def cost(scale, ds=None) -> float:

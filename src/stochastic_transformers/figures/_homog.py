@@ -1,0 +1,73 @@
+"""What the two figures on the logistic clock t = d tau share (homog_logistic, homog_simplex).
+
+Both run N tokens for ``n_layers`` layers up to ``t_max`` on the clock t = d tau, so the step
+on that clock is ``t_max / n_layers`` whatever d; both measure how much of their gap to the
+limit law is that step, by rerunning one cell with :data:`REFINE_FACTOR` times the layers and
+extrapolating to first order in the step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The refinement multiplies the number of layers by this factor.
+REFINE_FACTOR = 4
+
+
+def schedule(d, t_max, n_layers, n_times):
+    """(T, L, record times) of a cell: T = t_max / d, T * L = n_layers, times on layers."""
+    T = t_max / d
+    L_float = n_layers / T
+    L = int(round(L_float))
+    if abs(L - L_float) > 1e-9 * L_float:
+        raise ValueError(f"n_layers * d / t_max must be a whole number (layers per unit time); "
+                         f"got n_layers={n_layers}, d={d}, t_max={t_max}")
+    if n_layers % (n_times - 1):
+        raise ValueError(f"n_times - 1 must divide n_layers; got n_times={n_times}, "
+                         f"n_layers={n_layers}")
+    layers = np.arange(n_times) * (n_layers // (n_times - 1))
+    return T, L, layers / L
+
+
+def extrapolated(gaps):
+    """The gap at infinitely many layers from (coarse, fine), first order in the step."""
+    f = REFINE_FACTOR
+    return (f * gaps[1] - gaps[0]) / (f - 1)
+
+
+def refinement_summary(ds) -> dict:
+    """The ``refine`` entry of both summaries: the cell, its gaps and the step's share."""
+    g = ds.refine_max_abs_gap.values
+    ext = extrapolated(g)
+    return {"d": int(ds.attrs["refine_d"]), "b": float(ds.attrs["refine_b"]),
+            "n_layers": [int(v) for v in ds.refine_layers.values],
+            "max_abs_gap": [float(v) for v in g], "extrapolated_gap": float(ext),
+            "discretisation_share": float(1 - ext / g[0])}
+
+
+def plot_refinement(ax, ds, colour):
+    """The refined point (open square) and its extrapolation (star) at the refined d."""
+    g = ds.refine_max_abs_gap.values
+    d = ds.attrs["refine_d"]
+    ax.plot([d], [g[1]], "s", mfc="white", color=colour,
+            label=f"{int(ds.refine_layers.values[1])} layers instead of "
+                  f"{int(ds.refine_layers.values[0])}")
+    ax.plot([d], [max(extrapolated(g), 1e-4)], "*", ms=9, color=colour,
+            label="extrapolated to infinite depth")
+
+
+def work(knobs) -> float:
+    """Token-dimension-trajectory-layers scheduled: the (d, b) grid plus the refinement
+    (one cell at the largest d with 1 + REFINE_FACTOR times the layers)."""
+    main = knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"] * sum(knobs["d"]) * len(knobs["bs"])
+    refine = (knobs["n_traj"] * knobs["n_layers"] * (1 + REFINE_FACTOR) * knobs["n_tokens"]
+              * max(knobs["d"]))
+    return float(main + refine)
+
+
+def measured(ds):
+    """(seconds of simulation, work) of a computed dataset, the refinement included."""
+    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
+             "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
+             "bs": list(ds.b.values)}
+    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
