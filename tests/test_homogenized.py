@@ -78,7 +78,6 @@ def test_kolmogorov_at_beta_zero_is_the_main_papers():
 
 def test_exit_probability_reproduces_the_main_papers_closed_form():
     beta, d = 2.0, 4
-    xs = np.linspace(-30, 30, 2001)
 
     def mu(x):
         return hm.fixed_identity_coefficients(x, beta, d)[0]
@@ -91,7 +90,6 @@ def test_exit_probability_reproduces_the_main_papers_closed_form():
     assert p == pytest.approx(float(theory.antipodal_probability(beta, d)), abs=1e-5)
     p0 = hm._exit_probability(mu, nu2, 24.0, d, -0.5)
     assert p0 == pytest.approx(float(theory.antipodal_probability(beta, d, z0=-0.5)), abs=1e-5)
-    del xs
 
 
 def test_antipodal_attraction_with_random_keys():
