@@ -58,11 +58,10 @@ def main(quick=False):
     L = n_layers
     eta = 1.0 / math.sqrt(L)
     work = n_traj * n_layers
-    kw = dict(n_traj=n_traj, L=L, T=1, model="random_attention", n_heads=n_heads)
+    model = ModelConfig(d=d, beta=beta, kind="random_attention", n_heads=n_heads)
     # compile outside the timing
     for method in ("literal", "subspace"):
-        simulate(n_tokens, d, beta, n_traj=2, L=2, T=1, model="random_attention",
-                 n_heads=n_heads, method=method)
+        simulate(model, RunConfig(n_tokens=n_tokens, n_traj=2, L=2, T=1, method=method))
     rows = [("numpy reference (batched einsum)", "-", 3 * n_heads * d * d,
              _rate(lambda: numpy_reference(n_tokens, d, beta, n_heads, n_traj=n_traj,
                                            n_layers=n_layers, eta=eta), work))]
@@ -70,8 +69,9 @@ def main(quick=False):
         for threads in (1, 2):
             rows.append((f"simulate(method={method!r})", threads,
                          normals_per_layer(n_tokens, d, n_heads, method),
-                         _rate(lambda: simulate(n_tokens, d, beta, method=method,
-                                                n_threads=threads, **kw), work)))
+                         _rate(lambda: simulate(model, RunConfig(
+                             n_tokens=n_tokens, n_traj=n_traj, L=L, T=1, method=method,
+                             n_threads=threads)), work)))
     ref = rows[0][3]
     print(f"N = {n_tokens}, d = {d}, H = {n_heads}, beta = {beta}: {n_traj} trajectories x "
           f"{n_layers} layers\n")

@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from stochastic_transformers import simulate
+from stochastic_transformers import ModelConfig, RunConfig, configs_from_flat
 
 
 def numpy_reference(n_tokens, d, beta, *, n_traj, n_layers, L, seed=0):
@@ -100,10 +101,12 @@ def bench_methods(n_tokens, d, n_traj, n_layers, methods, beta=1.0, L=100, torch
     for method in methods:
         for threads in (1, None):
             def run():
-                simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=n_layers / L,
-                         method=method, stop_level=0.0, n_threads=threads)
-            run_small = lambda: simulate(n_tokens, d, beta, n_traj=4, L=L, T=1 / L,  # noqa: E731
-                                         method=method, stop_level=0.0)
+                simulate(ModelConfig(d=d, beta=beta),
+                         RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=n_layers / L,
+                                   method=method, stop_level=0.0, n_threads=threads))
+            run_small = lambda: simulate(ModelConfig(d=d, beta=beta),
+                                         RunConfig(n_tokens=n_tokens, n_traj=4, L=L, T=1 / L,
+                                                   method=method, stop_level=0.0))
             run_small()  # compile outside the timing
             label = f"{method} ({'1 thread' if threads == 1 else f'{os.cpu_count()} threads'})"
             rows.append((label, _rate(run, work)))
@@ -124,13 +127,14 @@ def project_fig3(n_sample=256, seed=0):
     d_values = range(4, 11)
     betas = np.linspace(0.0, 4.0, 33)
     sample = [(d, b) for d in (4, 7, 10) for b in betas[::4]]
-    simulate(2, 4, 1.0, n_traj=4, L=100, T=0.01)  # compile
+    simulate(ModelConfig(d=4, beta=1.0), RunConfig(n_tokens=2, n_traj=4, L=100, T=0.01))  # compile
     total = 0.0
     stopped = []
     start_all = time.perf_counter()
     for d, beta in sample:
         start = time.perf_counter()
-        ds = simulate(2, d, beta, n_traj=n_sample, L=100, T=500, seed=seed)
+        ds = simulate(ModelConfig(d=d, beta=beta),
+                      RunConfig(n_tokens=2, n_traj=n_sample, L=100, T=500, seed=seed))
         total += time.perf_counter() - start
         stopped.append(ds.attrs["stopped_fraction"])
     per_traj = total / (len(sample) * n_sample)
@@ -150,12 +154,14 @@ def bench_fig6(n_sample=200, betas=(0.0, 2.0, 4.0, 6.0, 8.0), seed=0):
     the time of each and the ratio, and the projection scales the reduced path's mean
     cost per trajectory to the 68 cells x 10,000 trajectories of the paper scale.
     """
-    from stochastic_transformers.simulate import full_method
+    from stochastic_transformers.simulation import full_method
 
     kw = dict(n_traj=n_sample, L=100, T=500.0, seed=seed)
     for n in (3, 8):
-        simulate(n, 4, 1.0, n_traj=4, L=10, T=1.0)                        # compile
-        simulate(n, 4, 1.0, n_traj=4, L=10, T=1.0, method=full_method(n, 4))
+        simulate(ModelConfig(d=4, beta=1.0),
+                 RunConfig(n_tokens=n, n_traj=4, L=10, T=1.0))                        # compile
+        simulate(ModelConfig(d=4, beta=1.0),
+                 RunConfig(n_tokens=n, n_traj=4, L=10, T=1.0, method=full_method(n, 4)))
     print(f"\nPaper-scale Figure 6 workload, {n_sample} trajectories per sampled cell, "
           f"50,000 layers, d = 4, softmax, all threads:")
     print("| N | beta | full map (s) | reduced path (s) | ratio |")
@@ -165,10 +171,11 @@ def bench_fig6(n_sample=200, betas=(0.0, 2.0, 4.0, 6.0, 8.0), seed=0):
     for n in (3, 4, 5, 8):
         for beta in betas:
             start = time.perf_counter()
-            simulate(n, 4, beta, method=full_method(n, 4), **kw)
+            simulate(*configs_from_flat(n_tokens=n, d=4, beta=beta, method=full_method(n, 4),
+                                        **kw))
             t_full = time.perf_counter() - start
             start = time.perf_counter()
-            simulate(n, 4, beta, **kw)
+            simulate(*configs_from_flat(n_tokens=n, d=4, beta=beta, **kw))
             t_red = time.perf_counter() - start
             full_total += t_full
             reduced_total += t_red

@@ -25,6 +25,7 @@ import numpy as np
 
 from stochastic_transformers import simulate
 from stochastic_transformers.classification import has_antipodal_pair, is_clustered
+from stochastic_transformers import ModelConfig, RunConfig, configs_from_flat
 
 CASES = [(3, 2.0, "softmax"), (3, 4.0, "softmax"), (4, 1.0, "softmax"), (4, 4.0, "softmax"),
          (5, 3.0, "softmax"), (8, 2.0, "softmax"), (8, 6.0, "softmax"),
@@ -36,8 +37,10 @@ def main():
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     n_traj, T = (300, 50.0) if args.quick else (2000, 200.0)
-    simulate(3, 4, 1.0, n_traj=2, L=10, T=1.0, method="snap")
-    simulate(3, 4, 1.0, n_traj=2, L=10, T=1.0, method="literal")
+    simulate(ModelConfig(d=4, beta=1.0),
+             RunConfig(n_tokens=3, n_traj=2, L=10, T=1.0, method="snap"))
+    simulate(ModelConfig(d=4, beta=1.0),
+             RunConfig(n_tokens=3, n_traj=2, L=10, T=1.0, method="literal"))
     print(f"{n_traj} trajectories per case, d = 4, L = 100, T = {T:g}\n")
     print("| N | beta | attention | merged by T | snap vs literal: antipodal differs | "
           "clustered differs | P(antipodal) reduced | literal | difference (SE) |")
@@ -45,9 +48,9 @@ def main():
     start = time.perf_counter()
     for n, beta, att in CASES:
         kw = dict(n_traj=n_traj, L=100, T=T, attention=att, seed=21)
-        lit = simulate(n, 4, beta, method="literal", **kw)
-        snap = simulate(n, 4, beta, method="snap", **kw)
-        red = simulate(n, 4, beta, **{**kw, "seed": 22})
+        lit = simulate(*configs_from_flat(n_tokens=n, d=4, beta=beta, method="literal", **kw))
+        snap = simulate(*configs_from_flat(n_tokens=n, d=4, beta=beta, method="snap", **kw))
+        red = simulate(*configs_from_flat(n_tokens=n, d=4, beta=beta, **{**kw, "seed": 22}))
         a_lit, a_snap, a_red = (has_antipodal_pair(x.gram.values) for x in (lit, snap, red))
         c_lit, c_snap = is_clustered(lit.gram.values), is_clustered(snap.gram.values)
         p1, p2 = a_red.mean(), a_lit.mean()

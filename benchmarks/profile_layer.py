@@ -20,7 +20,7 @@ import numpy as np
 
 from stochastic_transformers import attention as att
 from stochastic_transformers import rng as _rng
-from stochastic_transformers.simulate import _token_layer
+from stochastic_transformers.kernels.tokens import token_layer as _token_layer
 
 
 @nb.njit(cache=False)

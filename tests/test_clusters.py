@@ -16,7 +16,8 @@ from scipy import stats
 
 from stochastic_transformers import attention as att
 from stochastic_transformers import simulate
-from stochastic_transformers.simulate import MERGE_ONE_MINUS_OVERLAP, full_method
+from stochastic_transformers.simulation import MERGE_ONE_MINUS_OVERLAP, full_method
+from stochastic_transformers import configs_from_flat
 
 
 def _frame_value_matrix(z, d, rng):
@@ -122,8 +123,9 @@ def test_cluster_layer_keeps_relative_precision_near_both_poles(pole, softmax):
 def test_balanced_split_of_two_is_the_two_token_chain_bit_for_bit():
     kw = dict(n_traj=300, L=20, T=5.0, seed=11)
     for attention in ("softmax", "unnormalized"):
-        pair = simulate(2, 4, 2.0, attention=attention, **kw)
-        split = simulate(2, 4, 2.0, attention=attention, split=(1, 1), **kw)
+        pair = simulate(*configs_from_flat(n_tokens=2, d=4, beta=2.0, attention=attention, **kw))
+        split = simulate(*configs_from_flat(n_tokens=2, d=4, beta=2.0, attention=attention,
+                                            split=(1, 1), **kw))
         assert split.attrs["method"] == "cluster_chain"
         np.testing.assert_array_equal(split.one_plus_overlap.values, pair.one_plus_overlap.values)
         np.testing.assert_array_equal(split.gram.values, pair.gram.values)
@@ -143,8 +145,10 @@ def test_cluster_chain_agrees_in_law_with_the_full_map(m1, m2, d, beta, attentio
     y[:m1, 0] = 1.0
     y[m1:, 0], y[m1:, 1] = z0, math.sqrt(1 - z0 * z0)
     common = dict(n_traj=3000, L=10, T=2.0, attention=attention, times=[0.5, 2.0])
-    full = simulate(n, d, beta, x0=y, method="literal", seed=31, **common)
-    chain = simulate(n, d, beta, split=(m1, m2), z0=z0, seed=32, **common)
+    full = simulate(*configs_from_flat(n_tokens=n, d=d, beta=beta, x0=y, method="literal",
+                                       seed=31, **common))
+    chain = simulate(*configs_from_flat(n_tokens=n, d=d, beta=beta, split=(m1, m2), z0=z0,
+                                        seed=32, **common))
     for k in range(2):
         a = np.clip(full.gram_t.values[:, k, 0, -1], -1 + 1e-9, 1 - 1e-9)
         b = np.clip(chain.gram_t.values[:, k, 0, -1], -1 + 1e-9, 1 - 1e-9)
@@ -162,8 +166,9 @@ def test_cluster_chain_agrees_in_law_with_the_full_map(m1, m2, d, beta, attentio
 def test_reduced_path_is_the_full_map_bit_for_bit_until_the_merge(n_tokens, beta, attention):
     times = np.arange(0, 31) * 1.0
     kw = dict(n_traj=60, L=20, T=30.0, attention=attention, times=times, seed=5)
-    red = simulate(n_tokens, 4, beta, **kw)
-    full = simulate(n_tokens, 4, beta, method=full_method(n_tokens, 4), **kw)
+    red = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=beta, **kw))
+    full = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=beta,
+                                       method=full_method(n_tokens, 4), **kw))
     assert red.attrs["method"] == "reduced"
     layers = np.rint(times * 20).astype(int)
     merged = red.merge_layer.values
@@ -182,15 +187,18 @@ def test_reduced_path_is_the_full_map_bit_for_bit_until_the_merge(n_tokens, beta
 
 def test_reduced_path_same_bits_whatever_threads_and_slicing():
     kw = dict(n_traj=40, L=20, T=20.0, seed=5, times=[1.0, 20.0])
-    whole = simulate(4, 4, 2.0, n_threads=2, **kw)
-    single = simulate(4, 4, 2.0, n_threads=1, **kw)
+    whole = simulate(*configs_from_flat(n_tokens=4, d=4, beta=2.0, n_threads=2, **kw))
+    single = simulate(*configs_from_flat(n_tokens=4, d=4, beta=2.0, n_threads=1, **kw))
     np.testing.assert_array_equal(whole.gram_t.values, single.gram_t.values)
     np.testing.assert_array_equal(whole.merge_layer.values, single.merge_layer.values)
-    tail = simulate(4, 4, 2.0, **{**kw, "n_traj": 15}, first_trajectory=25)
+    tail = simulate(*configs_from_flat(n_tokens=4, d=4, beta=2.0, **{**kw, "n_traj": 15},
+                                       first_trajectory=25))
     np.testing.assert_array_equal(whole.gram_t.values[25:], tail.gram_t.values)
     chain = dict(n_traj=40, L=20, T=5.0, seed=5, split=(1, 2), times=[1.0, 5.0])
-    np.testing.assert_array_equal(simulate(3, 4, 2.0, n_threads=2, **chain).gram_t.values,
-                                  simulate(3, 4, 2.0, n_threads=1, **chain).gram_t.values)
+    np.testing.assert_array_equal(simulate(*configs_from_flat(n_tokens=3, d=4, beta=2.0,
+                                                              n_threads=2, **chain)).gram_t.values,
+                                  simulate(*configs_from_flat(n_tokens=3, d=4, beta=2.0,
+                                                              n_threads=1, **chain)).gram_t.values)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -206,7 +214,7 @@ def test_reduced_path_same_bits_whatever_threads_and_slicing():
 ])
 def test_bad_two_point_requests_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        simulate(3, 4, 1.0, n_traj=2, L=2, T=1.0, **kwargs)
+        simulate(*configs_from_flat(n_tokens=3, d=4, beta=1.0, n_traj=2, L=2, T=1.0, **kwargs))
 
 
 @pytest.mark.parametrize("n_tokens, beta, attention", [(4, 3.0, "softmax"), (3, 1.0, "unnormalized"),
@@ -219,8 +227,8 @@ def test_merging_coinciding_tokens_changes_no_outcome(n_tokens, beta, attention)
     from stochastic_transformers.classification import has_antipodal_pair, is_clustered
 
     kw = dict(n_traj=300, L=50, T=60.0, attention=attention, seed=9)
-    full = simulate(n_tokens, 4, beta, method="literal", **kw)
-    snap = simulate(n_tokens, 4, beta, method="snap", **kw)
+    full = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=beta, method="literal", **kw))
+    snap = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=beta, method="snap", **kw))
     assert np.sum(snap.merge_layer.values >= 0) > 100, "too few merges: the test checks little"
     for classify in (has_antipodal_pair, is_clustered):
         a, b = classify(full.gram.values), classify(snap.gram.values)

@@ -13,6 +13,7 @@ import pytest
 
 from stochastic_transformers import simulate, theory
 from stochastic_transformers import two_clusters as clusters
+from stochastic_transformers import ModelConfig, RunConfig
 
 SPLITS = [(1, 1), (1, 2), (1, 3), (2, 3), (3, 5)]
 
@@ -95,8 +96,9 @@ def test_persistence_agrees_with_the_weighted_chain():
     """
     times = np.array([1.0, 5.0, 20.0])
     pred, err = clusters.antipodal_persistence(times, np.array([2e-4]), 3.0, 4, 1, 3)
-    ds = simulate(4, 4, 3.0, n_traj=4000, L=400, T=20.0, split=(1, 3), z0=-1 + 2e-4,
-                  times=times, seed=12)
+    ds = simulate(ModelConfig(d=4, beta=3.0),
+                  RunConfig(n_tokens=4, n_traj=4000, L=400, T=20.0, split=(1, 3), z0=-1 + 2e-4,
+                            times=times, seed=12))
     frac = (ds.one_plus_overlap_t.values <= 1e-3).mean(axis=0)
     se = np.sqrt(pred[:, 0] * (1 - pred[:, 0]) / 4000)
     assert np.all(np.abs(frac - pred[:, 0]) <= 4 * se + 0.01), (frac, pred[:, 0])

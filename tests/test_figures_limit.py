@@ -12,6 +12,7 @@ from scipy import stats
 
 from stochastic_transformers import simulate
 from stochastic_transformers.figures import thm1, universality
+from stochastic_transformers import ModelConfig, RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,9 @@ def test_thm1_smoke_variables(thm1_ds):
 def test_thm1_chain_matches_simulate_bit_for_bit():
     kw = dict(L=10, times=(0.5, 1.0), beta=1.0, d=4, z0=0.3, seed=11)
     z, cv = thm1.run_chain(64, first_trajectory=5, **kw)
-    ds = simulate(2, 4, 1.0, n_traj=64, L=10, T=1.0, z0=0.3, times=[0.5, 1.0], seed=11,
-                  first_trajectory=5)
+    ds = simulate(ModelConfig(d=4, beta=1.0),
+                  RunConfig(n_tokens=2, n_traj=64, L=10, T=1.0, z0=0.3, times=[0.5, 1.0], seed=11,
+                            first_trajectory=5))
     ref = 1.0 - ds.one_minus_overlap_t.values
     assert np.allclose(z, ref, rtol=0, atol=1e-15)
     assert np.array_equal(z, ds.gram_t.values[..., 0, 1])

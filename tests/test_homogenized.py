@@ -19,7 +19,8 @@ import pytest
 
 from stochastic_transformers import homogenized as hm
 from stochastic_transformers import sde, theory
-from stochastic_transformers.simulate import simulate
+from stochastic_transformers import simulate
+from stochastic_transformers import ModelConfig, RunConfig
 
 
 @pytest.mark.parametrize("beta", [0.3, 2.0, 7.0])
@@ -53,8 +54,8 @@ def test_quadrature_has_converged(beta, d):
 def test_coefficients_are_the_one_step_moments_of_the_discrete_model(z0):
     """E[dR] and E[dR^2] over one layer of small step eta, divided by eps = eta^2."""
     beta, d, eta, n = 2.0, 4, 0.04, 400_000
-    ds = simulate(2, d, beta, n_traj=n, L=1, T=1, model="random_attention", eta=eta, z0=z0,
-                  seed=7)
+    ds = simulate(ModelConfig(d=d, beta=beta, kind="random_attention", eta=eta),
+                  RunConfig(n_tokens=2, n_traj=n, L=1, T=1, z0=z0, seed=7))
     dr = ds.gram.values[:, 0, 1] - z0
     eps = eta * eta
     x0 = math.atanh(z0)

@@ -18,6 +18,7 @@ from scipy import stats
 from stochastic_transformers import attention as att
 from stochastic_transformers import simulate
 from stochastic_transformers.classification import outcome_counts
+from stochastic_transformers import ModelConfig, RunConfig, configs_from_flat
 
 # ----------------------------------------------------------------------------- input
 
@@ -53,7 +54,7 @@ def test_invalid_input_names_the_parameter(kwargs, name):
     base = dict(n_tokens=2, d=4, beta=1.0, n_traj=3, L=10, T=1.0)
     base.update(kwargs)
     with pytest.raises(ValueError, match=name.replace("*", r"\*")):
-        simulate(**base)
+        simulate(*configs_from_flat(**base))
 
 
 # ----------------------------------------------------------------------------- invariances
@@ -112,13 +113,17 @@ def test_simulate_permutation_of_initial_tokens():
     rng = np.random.default_rng(3)
     x0 = _random_cloud(rng, 4, 5)
     perm = np.array([2, 0, 3, 1])
-    a = simulate(4, 5, 2.0, n_traj=3, L=20, T=1.0, x0=x0, method="literal", seed=9)
-    b = simulate(4, 5, 2.0, n_traj=3, L=20, T=1.0, x0=x0[perm], method="literal", seed=9)
+    a = simulate(ModelConfig(d=5, beta=2.0),
+                 RunConfig(n_tokens=4, n_traj=3, L=20, T=1.0, x0=x0, method="literal", seed=9))
+    b = simulate(ModelConfig(d=5, beta=2.0),
+                 RunConfig(n_tokens=4, n_traj=3, L=20, T=1.0, x0=x0[perm], method="literal",
+                           seed=9))
     np.testing.assert_allclose(b.gram.values, a.gram.values[:, perm][:, :, perm], atol=1e-10)
 
 
 def test_tokens_stay_on_the_sphere_over_a_million_layers():
-    ds = simulate(3, 4, 1.0, n_traj=2, L=1000, T=1000.0, method="gaussian_dn", seed=1)
+    ds = simulate(ModelConfig(d=4, beta=1.0),
+                  RunConfig(n_tokens=3, n_traj=2, L=1000, T=1000.0, method="gaussian_dn", seed=1))
     assert ds.attrs["n_layers"] == 1_000_000
     np.testing.assert_allclose(np.linalg.norm(ds.tokens.values, axis=-1), 1.0, rtol=0, atol=1e-12)
 
@@ -126,10 +131,12 @@ def test_tokens_stay_on_the_sphere_over_a_million_layers():
 @pytest.mark.parametrize("method", ["literal", "gaussian_dn"])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 def test_no_overflow_up_to_beta_50(method, attention):
-    ds = simulate(3, 4, 50.0, n_traj=8, L=10, T=2.0, method=method, attention=attention,
-                  times=[0.1, 1.0], seed=2)
+    ds = simulate(ModelConfig(d=4, beta=50.0, attention=attention),
+                  RunConfig(n_tokens=3, n_traj=8, L=10, T=2.0, method=method, times=[0.1, 1.0],
+                            seed=2))
     assert np.all(np.isfinite(ds.gram_t.values)) and np.all(np.isfinite(ds.gram.values))
-    ds = simulate(2, 4, 50.0, n_traj=8, L=10, T=2.0, attention=attention, seed=2, stop_level=0)
+    ds = simulate(ModelConfig(d=4, beta=50.0, attention=attention),
+                  RunConfig(n_tokens=2, n_traj=8, L=10, T=2.0, seed=2, stop_level=0))
     assert np.all(np.isfinite(ds.one_minus_overlap.values))
 
 
@@ -164,8 +171,10 @@ def test_fast_paths_agree_in_law_with_the_literal_model(case):
     n_tok, d, beta, attention, model, eps, method = case
     common = dict(n_traj=3000, L=10, T=2.0, attention=attention, model=model, epsilon=eps,
                   times=[0.5, 2.0])
-    ref = simulate(n_tok, d, beta, method="literal", seed=101, **common)
-    fast = simulate(n_tok, d, beta, method=method, seed=202, **common)
+    ref = simulate(*configs_from_flat(n_tokens=n_tok, d=d, beta=beta, method="literal", seed=101,
+                                      **common))
+    fast = simulate(*configs_from_flat(n_tokens=n_tok, d=d, beta=beta, method=method, seed=202,
+                                       **common))
     assert fast.attrs["method"] == method
     for k in range(2):
         a = _clip(ref.gram_t.values[:, k, 0, 1])
@@ -175,7 +184,9 @@ def test_fast_paths_agree_in_law_with_the_literal_model(case):
 
 
 def test_auto_picks_the_fastest_exact_method():
-    pick = lambda **kw: simulate(**{**dict(n_tokens=2, d=4, beta=1.0, n_traj=1, L=1, T=0.0), **kw}).attrs["method"]  # noqa: E731
+    pick = lambda **kw: simulate(*configs_from_flat(**{**dict(n_tokens=2, d=4, beta=1.0, n_traj=1,
+                                                    L=1, T=0.0),
+                                                    **kw})).attrs["method"]  # noqa: E731
     assert pick() == "overlap_chain"
     assert pick(n_tokens=3) == "reduced"  # the two-cluster reduction (tests/test_clusters.py)
     assert pick(n_tokens=3, split=(1, 2)) == "cluster_chain"
@@ -212,7 +223,8 @@ def test_two_tokens_at_1e_minus_15_still_move_apart():
     """No artificial absorption: a pair 1e-15 apart keeps a resolved, evolving gap."""
     theta = 1e-15
     x0 = np.array([[1.0, 0.0, 0.0, 0.0], [math.cos(theta), math.sin(theta), 0.0, 0.0]])
-    ds = simulate(2, 4, 0.7, n_traj=200, L=10, T=5.0, x0=x0, times=[0.0, 5.0], seed=4)
+    ds = simulate(ModelConfig(d=4, beta=0.7),
+                  RunConfig(n_tokens=2, n_traj=200, L=10, T=5.0, x0=x0, times=[0.0, 5.0], seed=4))
     gap0 = ds.one_minus_overlap_t.values[:, 0]
     gap5 = ds.one_minus_overlap_t.values[:, 1]
     np.testing.assert_allclose(gap0, theta**2 / 2, rtol=1e-6)  # 1 - cos t = t^2/2
@@ -227,32 +239,37 @@ def test_two_tokens_at_1e_minus_15_still_move_apart():
 @pytest.mark.parametrize("n_tokens, method", [(2, "overlap_chain"), (3, "gaussian_dn"), (3, "literal")])
 def test_same_bits_whatever_threads_and_slicing(n_tokens, method):
     kw = dict(n_traj=40, L=10, T=1.0, method=method, seed=5, times=[0.3, 1.0])
-    whole = simulate(n_tokens, 4, 1.0, n_threads=2, **kw)
-    single = simulate(n_tokens, 4, 1.0, n_threads=1, **kw)
+    whole = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=1.0, n_threads=2, **kw))
+    single = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=1.0, n_threads=1, **kw))
     np.testing.assert_array_equal(whole.gram.values, single.gram.values)
     np.testing.assert_array_equal(whole.gram_t.values, single.gram_t.values)
-    tail = simulate(n_tokens, 4, 1.0, **{**kw, "n_traj": 15}, first_trajectory=25)
+    tail = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=1.0, **{**kw, "n_traj": 15},
+                                       first_trajectory=25))
     np.testing.assert_array_equal(whole.gram.values[25:], tail.gram.values)
-    other = simulate(n_tokens, 4, 1.0, **{**kw, "seed": 6})
+    other = simulate(*configs_from_flat(n_tokens=n_tokens, d=4, beta=1.0, **{**kw, "seed": 6}))
     assert not np.array_equal(whole.gram.values, other.gram.values)
 
 
 def test_recording_times_does_not_change_the_trajectory():
-    a = simulate(2, 5, 1.0, n_traj=30, L=10, T=2.0, seed=8, stop_level=0)
-    b = simulate(2, 5, 1.0, n_traj=30, L=10, T=2.0, seed=8, times=[2.0, 0.0, 1.0])
+    a = simulate(ModelConfig(d=5, beta=1.0),
+                 RunConfig(n_tokens=2, n_traj=30, L=10, T=2.0, seed=8, stop_level=0))
+    b = simulate(ModelConfig(d=5, beta=1.0),
+                 RunConfig(n_tokens=2, n_traj=30, L=10, T=2.0, seed=8, times=[2.0, 0.0, 1.0]))
     np.testing.assert_array_equal(a.gram.values, b.gram.values)
     np.testing.assert_array_equal(b.gram_t.values[:, 0], b.gram.values)
     assert list(b.time.values) == [2.0, 0.0, 1.0]
 
 
 def test_progress_bar_does_not_change_results():
-    a = simulate(3, 4, 1.0, n_traj=60, L=10, T=1.0, seed=8)
-    b = simulate(3, 4, 1.0, n_traj=60, L=10, T=1.0, seed=8, progress=True)
+    a = simulate(ModelConfig(d=4, beta=1.0), RunConfig(n_tokens=3, n_traj=60, L=10, T=1.0, seed=8))
+    b = simulate(ModelConfig(d=4, beta=1.0),
+                 RunConfig(n_tokens=3, n_traj=60, L=10, T=1.0, seed=8, progress=True))
     np.testing.assert_array_equal(a.gram.values, b.gram.values)
 
 
 def test_dataset_records_every_parameter():
-    ds = simulate(2, 3, 0.5, n_traj=4, L=10, T=1.0, seed=3, attention="unnormalized")
+    ds = simulate(ModelConfig(d=3, beta=0.5, attention="unnormalized"),
+                  RunConfig(n_tokens=2, n_traj=4, L=10, T=1.0, seed=3))
     for key in ("n_tokens", "d", "beta", "n_traj", "L", "T", "attention", "values", "sigma",
                 "model", "epsilon", "method", "seed", "code_version", "wall_time_s",
                 "stopped_fraction"):
@@ -268,8 +285,8 @@ def test_dataset_records_every_parameter():
     (2, 4, 200.0, "overlap_chain"), (2, 4, 800.0, "overlap_chain"), (4, 4, 800.0, "gaussian_dn"),
     (4, 4, 800.0, "literal"), (3, 5, 1e4, "gaussian_dn")])
 def test_unnormalised_attention_at_huge_beta_stays_finite(n_tokens, d, beta, method):
-    ds = simulate(n_tokens, d, beta, n_traj=20, L=10, T=2.0, attention="unnormalized",
-                  method=method, seed=1)
+    ds = simulate(ModelConfig(d=d, beta=beta, attention="unnormalized"),
+                  RunConfig(n_tokens=n_tokens, n_traj=20, L=10, T=2.0, method=method, seed=1))
     assert np.all(np.isfinite(ds.gram.values))
     diag = np.diagonal(ds.gram.values, axis1=1, axis2=2)
     np.testing.assert_allclose(diag, 1.0, atol=1e-12)
@@ -310,29 +327,31 @@ def test_pair_chain_rescaling_leaves_the_step_unchanged():
 
 
 def test_a_call_that_cannot_fit_in_memory_is_refused_before_compute(monkeypatch):
-    sim = sys.modules["stochastic_transformers.simulate"]
+    from stochastic_transformers import memory as sim
 
     with pytest.raises(ValueError, match=r"n_traj=10,000,000,000,000 needs about .* GiB.*"
                                          r"first_trajectory"):
-        simulate(2, 4, 1.0, n_traj=10**13, L=10, T=1.0)
+        simulate(ModelConfig(d=4, beta=1.0), RunConfig(n_tokens=2, n_traj=10**13, L=10, T=1.0))
     # the advice is right: pieces of the advised size fit
     monkeypatch.setattr(sim, "available_memory", lambda: 10**6)
     with pytest.raises(ValueError, match="pieces of at most") as info:
-        simulate(3, 4, 1.0, n_traj=100_000, L=2, T=1.0)
+        simulate(ModelConfig(d=4, beta=1.0), RunConfig(n_tokens=3, n_traj=100_000, L=2, T=1.0))
     fits = int(str(info.value).split("pieces of at most ")[1].split(" ")[0].replace(",", ""))
     assert sim.memory_estimate("gaussian_dn", fits, 3, 4, 0) <= 10**6
-    simulate(3, 4, 1.0, n_traj=fits, L=2, T=1.0)  # runs
+    simulate(ModelConfig(d=4, beta=1.0), RunConfig(n_tokens=3, n_traj=fits, L=2, T=1.0))  # runs
 
 
 def test_memory_estimate_bounds_what_simulate_allocates():
     import tracemalloc
 
-    sim = sys.modules["stochastic_transformers.simulate"]
+    from stochastic_transformers import memory as sim
 
     for n_tok, times in ((2, [0.5, 1.0]), (4, [0.25, 0.5, 1.0]), (2, None)):
-        simulate(n_tok, 4, 1.0, n_traj=10, L=4, T=1.0, times=times, seed=0)  # compile
+        simulate(ModelConfig(d=4, beta=1.0),
+                 RunConfig(n_tokens=n_tok, n_traj=10, L=4, T=1.0, times=times, seed=0))  # compile
         tracemalloc.start()
-        ds = simulate(n_tok, 4, 1.0, n_traj=20_000, L=4, T=1.0, times=times, seed=0)
+        ds = simulate(ModelConfig(d=4, beta=1.0),
+                      RunConfig(n_tokens=n_tok, n_traj=20_000, L=4, T=1.0, times=times, seed=0))
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         est = sim.memory_estimate(ds.attrs["method"], 20_000, n_tok, 4,

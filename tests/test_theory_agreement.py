@@ -13,6 +13,7 @@ import pytest
 from stochastic_transformers import simulate, theory
 from stochastic_transformers.classification import outcome_counts
 from stochastic_transformers.stats import wilson_interval
+from stochastic_transformers import ModelConfig, RunConfig, configs_from_flat
 
 ALLOWANCE = 0.015
 # Wilson 99.9% intervals: 4 cases, family-wise false-alarm rate < 0.4%.
@@ -22,7 +23,8 @@ LEVEL = 0.999
 @pytest.mark.parametrize("beta, d", [(1.0, 4), (2.0, 4), (3.0, 7), (0.4, 5)])
 def test_long_time_antipodal_fraction_matches_the_limit_curve(beta, d):
     n = 6000
-    ds = simulate(2, d, beta, n_traj=n, L=100, T=300.0, seed=17)
+    ds = simulate(ModelConfig(d=d, beta=beta),
+                  RunConfig(n_tokens=2, n_traj=n, L=100, T=300.0, seed=17))
     counts = outcome_counts(ds)
     p_theory = float(theory.antipodal_probability(beta, d))
     lo, hi = wilson_interval(counts["antipodal"], n, level=LEVEL)
@@ -35,7 +37,8 @@ def test_d2_half_the_pairs_end_antipodal_for_every_beta():
     for beta in (0.0, 1.5):
         assert float(theory.antipodal_probability(beta, 2)) == pytest.approx(0.5, abs=1e-6)
         n = 4000
-        counts = outcome_counts(simulate(2, 2, beta, n_traj=n, L=100, T=100.0, seed=3))
+        counts = outcome_counts(simulate(ModelConfig(d=2, beta=beta),
+                                         RunConfig(n_tokens=2, n_traj=n, L=100, T=100.0, seed=3)))
         lo, hi = wilson_interval(counts["antipodal"], n, level=LEVEL)
         assert lo - ALLOWANCE <= 0.5 <= hi + ALLOWANCE
 
@@ -43,7 +46,8 @@ def test_d2_half_the_pairs_end_antipodal_for_every_beta():
 def test_d3_antipodal_is_attracting_for_every_positive_beta():
     assert theory.critical_beta(3) == 0.0
     n = 3000
-    counts = outcome_counts(simulate(2, 3, 1.0, n_traj=n, L=100, T=200.0, seed=5))
+    counts = outcome_counts(simulate(ModelConfig(d=3, beta=1.0),
+                                     RunConfig(n_tokens=2, n_traj=n, L=100, T=200.0, seed=5)))
     p = float(theory.antipodal_probability(1.0, 3))
     lo, hi = wilson_interval(counts["antipodal"], n, level=LEVEL)
     assert p > 0.1 and lo - ALLOWANCE <= p <= hi + ALLOWANCE
@@ -56,8 +60,8 @@ def test_early_stopping_matches_running_every_trajectory_to_T(beta, d):
     The level is 1e-6 per trajectory in the limit; we allow 3 of 3,000 (binomial tail
     at rate 1e-4 is below 1e-5, leaving room for the discrete model's deviation)."""
     kw = dict(n_traj=3000, L=100, T=60.0, seed=21)
-    full = simulate(2, d, beta, stop_level=0.0, **kw)
-    fast = simulate(2, d, beta, **kw)
+    full = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, stop_level=0.0, **kw))
+    fast = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, **kw))
     assert fast.attrs["stop_level"] == 1e-6 and fast.attrs["stopped_fraction"] > 0.9
     assert full.attrs["stopped_fraction"] == 0.0
     from stochastic_transformers.classification import two_token_outcome

@@ -6,8 +6,9 @@ value matrices are random, fresh at every layer and shared by all tokens.  This
 package simulates that model exactly, integrates its depth limit, and evaluates
 the exact two-token theory.
 
-The one entry point for simulations is :func:`simulate`; the theory lives in
-:mod:`stochastic_transformers.theory`.
+The one entry point for simulations is :func:`simulate`, which takes the layer map and
+the run as two frozen configurations (:class:`ModelConfig`, :class:`RunConfig`); the
+theory lives in :mod:`stochastic_transformers.theory`.
 """
 
 from importlib.metadata import PackageNotFoundError, version as _version
@@ -34,8 +35,9 @@ def _configure_numba_cache() -> None:
 
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("_jit.py", "rng.py", "attention.py", "simulate.py"):
-        digest.update((here / name).read_bytes())
+    for path in sorted([here / "_jit.py", here / "rng.py", here / "attention.py",
+                        *(here / "kernels").glob("*.py")]):
+        digest.update(path.read_bytes())
     base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "stochastic_transformers")
     numba.config.CACHE_DIR = os.path.join(base, "numba-" + digest.hexdigest()[:16])
@@ -43,9 +45,11 @@ def _configure_numba_cache() -> None:
 
 _configure_numba_cache()
 
-from .simulate import SIMULATION_CODE_VERSION, simulate  # noqa: E402
+from .config import ModelConfig, RunConfig, configs_from_flat  # noqa: E402
+from .simulation import SIMULATION_CODE_VERSION, simulate  # noqa: E402
 
-__all__ = ["simulate", "theory", "SIMULATION_CODE_VERSION", "__version__"]
+__all__ = ["simulate", "ModelConfig", "RunConfig", "configs_from_flat", "theory",
+           "SIMULATION_CODE_VERSION", "__version__"]
 
 
 def __getattr__(name):

@@ -29,6 +29,7 @@ from .._validation import ATTENTIONS, check_int, check_real
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, check_simulation_knobs, default_scheduler, log_time_grid,
                       projected_cost, resolve_scale, sweep_seconds)
+from ..config import ModelConfig, RunConfig
 
 ID = "clusters"
 CELL_VERSION = "1"
@@ -78,9 +79,9 @@ def cell(*, split, attention, beta_index, betas_softmax, betas_unnormalized, n_t
     betas = betas_softmax if attention == "softmax" else betas_unnormalized
     beta = float(betas[beta_index])
     cpu0 = time.process_time()
-    ds = simulate(m1 + m2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
-                  split=(m1, m2), z0=-1.0 + one_plus_z0, times=times, tol=tol,
-                  n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                  RunConfig(n_tokens=m1 + m2, n_traj=n_traj, L=L, T=T, seed=seed, split=(m1, m2),
+                            z0=-1.0 + one_plus_z0, times=times, tol=tol, n_threads=cell_threads()))
     cpu = time.process_time() - cpu0
     depth = ds.one_plus_overlap_t.values                # (trajectory, time)
     anti = depth <= tol
@@ -400,9 +401,10 @@ def refinement_check(ds, attention, split, beta, t_check, *, factors=(1, 4, 16))
     out = {}
     for factor in factors:
         L = L0 * int(factor)
-        sim = simulate(m1 + m2, d, beta, n_traj=n_traj, L=L, T=float(times[-1]),
-                       attention=attention, split=(m1, m2), z0=-1.0 + v0, times=times, tol=tol,
-                       seed=int(ds.attrs.get("sweep_seed", 0)) + factor)
+        sim = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                       RunConfig(n_tokens=m1 + m2, n_traj=n_traj, L=L, T=float(times[-1]),
+                                 split=(m1, m2), z0=-1.0 + v0, times=times, tol=tol,
+                                 seed=int(ds.attrs.get("sweep_seed", 0)) + factor))
         frac = (sim.one_plus_overlap_t.values <= tol).mean(axis=0)
         z = (frac - pred) / np.sqrt(pred * (1 - pred) / n_traj)
         out[L] = float(np.abs(z[informative]).max()) if informative.any() else float("nan")

@@ -23,6 +23,7 @@ from ..stats import agreement_z
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, default_scheduler, load_committed, projected_cost,
                       resolve_scale, sweep_seconds)
+from ..config import ModelConfig, RunConfig
 
 ID = "fig3"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -42,8 +43,9 @@ SCALES = {
 
 def cell(*, d, beta, n_traj, L, T, attention, tol, stop_level, seed):
     """One (d, beta) point: outcome counts of ``n_traj`` two-token trajectories at T."""
-    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
-                  tol=tol, stop_level=stop_level, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                  RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, seed=seed, tol=tol,
+                            stop_level=stop_level, n_threads=cell_threads()))
     counts = outcome_counts(ds, tol=tol)
     stopped = ds.stopped_layer.values
     layers = np.where(stopped >= 0, stopped, ds.attrs["n_layers"])

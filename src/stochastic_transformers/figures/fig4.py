@@ -29,6 +29,7 @@ from .._validation import check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
+from ..config import ModelConfig, RunConfig
 
 ID = "fig4"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -79,8 +80,10 @@ def step_size(beta, epsilon, L):
 
 def cell(*, beta, epsilon, n_traj, L, T, d, tol, seed):
     """One (L, beta, eps) point: outcome counts of the hybrid two-token model at T (USA)."""
-    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, model="hybrid", epsilon=epsilon,
-                  attention="unnormalized", seed=seed, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, kind="hybrid", epsilon=epsilon,
+                              attention="unnormalized"),
+                  RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, seed=seed,
+                            n_threads=cell_threads()))
     counts = outcome_counts(ds, tol=tol)
     return {"n_single": counts["single"], "n_antipodal": counts["antipodal"],
             "n_unclustered": counts["unclustered"], "n_traj": n_traj}

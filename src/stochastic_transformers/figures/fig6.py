@@ -43,6 +43,7 @@ from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
                       resolve_scale, sweep_seconds)
+from ..config import ModelConfig, RunConfig
 
 ID = "fig6"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -72,8 +73,9 @@ def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
     balanced split): its expected count of antipodal pairs as T goes to infinity.
     """
     cpu0 = time.process_time()
-    ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
-                  tol=tol, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, seed=seed, tol=tol,
+                            n_threads=cell_threads()))
     cpu = time.process_time() - cpu0
     g = ds.gram.values
     anti = has_antipodal_pair(g, tol)

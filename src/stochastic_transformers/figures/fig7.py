@@ -39,6 +39,7 @@ from ..stats import count_z
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, check_simulation_knobs, default_scheduler, log_time_grid,
                       projected_cost, resolve_scale, sweep_seconds)
+from ..config import ModelConfig, RunConfig
 
 ID = "fig7"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -59,8 +60,9 @@ SCALES = {
 def cell(*, beta, n_tokens, n_traj, L, T, times, d, attention, tol, seed):
     """One beta: counts over time of ``n_traj`` trajectories (antipodal pair, clustered, ...)."""
     cpu0 = time.process_time()
-    ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
-                  tol=tol, times=times, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, seed=seed, tol=tol,
+                            times=times, n_threads=cell_threads()))
     cpu = time.process_time() - cpu0
     g = ds.gram_t.values                         # (trajectory, time, N, N)
     anti = has_antipodal_pair(g, tol)            # (trajectory, time)

@@ -34,10 +34,11 @@ import numpy as np
 from .. import simulate, theory
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
-from ..simulate import ATTENTIONS
+from .._validation import ATTENTIONS
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, default_scheduler, log_time_grid, projected_cost,
                       resolve_scale, sweep_seconds)
+from ..config import ModelConfig, RunConfig
 
 ID = "fig8"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -92,8 +93,9 @@ def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
 def cell(*, beta, d, n_traj, L, T, n_times, attention, tol, seed):
     """One (beta, d) point: counts of each two-token outcome at every recorded time."""
     times = log_time_grid(T, L, n_times)
-    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, seed=seed,
-                  times=times, tol=tol, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                  RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, seed=seed, times=times, tol=tol,
+                            n_threads=cell_threads()))
     codes = two_token_outcome(ds.one_minus_overlap_t.values, ds.one_plus_overlap_t.values,
                               tol=tol)  # (trajectory, time)
     return {"n_single": np.sum(codes == SINGLE, axis=0),

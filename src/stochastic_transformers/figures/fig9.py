@@ -45,10 +45,12 @@ import numpy as np
 from .. import simulate
 from .._validation import check_choice, check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from ..simulate import ATTENTIONS, full_method
+from .._validation import ATTENTIONS
+from ..simulation import full_method
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, default_scheduler, knob_attr, log_time_grid, projected_cost,
                       resolve_scale, sweep_seconds)
+from ..config import configs_from_flat
 
 ID = "fig9"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -156,8 +158,9 @@ def cell(*, beta, block, block_size, n_tokens, d, L, T, n_times, attention, tol,
         # path): the clustering gap this figure measures goes below the merge threshold.
         kwargs = (dict(model="hybrid", epsilon=0.0) if model == "deterministic"
                   else dict(model="stochastic", method=full_method(n_tokens, d)))
-        ds = simulate(n_tokens, d, beta, n_traj=block_size, L=L, T=T, attention=attention,
-                      seed=seed, times=times, x0=x0, n_threads=cell_threads(), **kwargs)
+        ds = simulate(*configs_from_flat(n_tokens=n_tokens, d=d, beta=beta, n_traj=block_size,
+                                         L=L, T=T, attention=attention, seed=seed, times=times,
+                                         x0=x0, n_threads=cell_threads(), **kwargs))
         g = ds.gram_t.values  # (member, time, N, N)
         out["gap"].append(clustering_gap(g))
         out["n_clusters"].append(n_clusters(g, tol).astype(np.int16))

@@ -32,6 +32,7 @@ from ._common import cell_threads, default_scheduler, load_committed, projected_
 # the units of work (work, _measured) are shared with the other figure on the clock t
 from ._homog import REFINE_FACTOR, plot_refinement, refinement_summary, schedule, work
 from ._homog import measured as _measured
+from ..config import ModelConfig, RunConfig
 
 ID = "homog_logistic"
 CELL_VERSION = "1"
@@ -52,8 +53,9 @@ RATE, RATE_TOL = -1.0, 0.25
 def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed):
     """One (d, b): mean overlap m(t) of every trajectory on t = d tau, against its logistic."""
     T, L, times = schedule(d, t_max, n_layers, n_times)
-    ds = simulate(n_tokens, d, b / math.sqrt(d), n_traj=n_traj, L=L, T=T, times=times,
-                  model="random_attention", seed=seed, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=b / math.sqrt(d), kind="random_attention"),
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, times=times, seed=seed,
+                            n_threads=cell_threads()))
     m = ds.gram_t.values.mean(axis=(2, 3))                   # (trajectory, time)
     t = times * d
     u = np.array([logistic(t, m0) for m0 in m[:, 0]])            # each from its own m(0)

@@ -29,6 +29,7 @@ from ..homogenized import antipodal_by, antipodal_limit
 from ..stats import agreement_z
 from ..sweep import add_fraction, run_sweep
 from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
+from ..config import configs_from_flat
 
 ID = "homog_meet"
 CELL_VERSION = "1"
@@ -51,9 +52,10 @@ def cell(*, model, d, beta, n_traj, L, T, tol, seed):
     """One (model, d, beta): outcome counts at T of two uniform tokens."""
     kw = dict(n_traj=n_traj, L=L, T=T, seed=seed, n_threads=cell_threads(), tol=tol)
     if model == "stochastic":
-        ds = simulate(2, d, beta, **kw)
+        ds = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, **kw))
     else:
-        ds = simulate(2, d, beta, model="random_attention", **kw)
+        ds = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, model="random_attention",
+                                         **kw))
     counts = outcome_counts(ds, tol=tol)
     return {"n_antipodal": counts["antipodal"], "n_single": counts["single"],
             "n_unclustered": counts["unclustered"], "n_traj": n_traj}

@@ -31,6 +31,7 @@ from ..homogenized import overlap_moments
 from ..random_attention import noise_clock
 from ..sweep import run_sweep
 from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
+from ..config import ModelConfig, RunConfig
 
 ID = "homog_regimes"
 CELL_VERSION = "1"
@@ -56,9 +57,9 @@ TAU_FROZEN, TAU_SATURATED = 0.05, 8.0
 def cell(*, gamma, n_heads, L, n_traj, d, beta, seed):
     """One (gamma, H, L): the overlap before and after L layers with eta = L^-gamma."""
     eta = float(L) ** (-gamma)
-    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=1.0, model="random_attention",
-                  n_heads=n_heads, eta=eta, times=[0.0, 1.0], seed=seed,
-                  n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, kind="random_attention", n_heads=n_heads, eta=eta),
+                  RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=1.0, times=[0.0, 1.0], seed=seed,
+                            n_threads=cell_threads()))
     r = ds.gram_t.values[:, :, 0, 1]
     disp2 = (r[:, 1] - r[:, 0]) ** 2
     return {"msd": float(disp2.mean()), "msd_se": float(disp2.std(ddof=1) / math.sqrt(n_traj)),

@@ -36,6 +36,7 @@ from ._common import cell_threads, default_scheduler, load_committed, projected_
 # the units of work (work, _measured) are shared with the other figure on the clock t
 from ._homog import REFINE_FACTOR, plot_refinement, refinement_summary, schedule, work
 from ._homog import measured as _measured
+from ..config import ModelConfig, RunConfig
 
 ID = "homog_simplex"
 CELL_VERSION = "1"
@@ -62,9 +63,10 @@ def cell(*, d, b, n_tokens, gamma0, n_traj, t_max, n_layers, n_times, seed):
     """One b: gamma(t) and the within-trajectory spread of the off-diagonal overlaps."""
     T, L, times = schedule(d, t_max, n_layers, n_times)
     beta = b / math.sqrt(d)
-    ds = simulate(n_tokens, d, beta, n_traj=n_traj, L=L, T=T, times=times,
-                  x0=simplex_tokens(n_tokens, d, gamma0), model="random_attention", seed=seed,
-                  n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, kind="random_attention"),
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, times=times,
+                            x0=simplex_tokens(n_tokens, d, gamma0), seed=seed,
+                            n_threads=cell_threads()))
     off = ~np.eye(n_tokens, dtype=bool)
     r = ds.gram_t.values[:, :, off]                      # (trajectory, time, pairs)
     gam = r.mean(axis=2)

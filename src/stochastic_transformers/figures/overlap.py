@@ -15,6 +15,7 @@ import numpy as np
 from .. import simulate, theory
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ._common import resolve_scale
+from ..config import ModelConfig, RunConfig
 
 ID = "overlap"
 DESCRIPTION = "a few two-token trajectories: the overlap and its distance to the nearer pole"
@@ -46,8 +47,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     attention = check_choice("attention", knobs["attention"], ATTENTIONS)
     seed = check_int("seed", knobs["seed"], 0)
     times = np.arange(n_layers + 1) / L
-    sim = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, times=times, attention=attention,
-                   seed=seed)
+    sim = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                   RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, times=times, seed=seed))
     ds = sim[["one_minus_overlap_t", "one_plus_overlap_t"]].rename(
         one_minus_overlap_t="one_minus_overlap", one_plus_overlap_t="one_plus_overlap")
     ds["overlap"] = sim.gram_t.isel(i=0, j=1).drop_vars(["i", "j"], errors="ignore")

@@ -72,6 +72,7 @@ import xarray as xr
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT_PARALLEL
+from ..kernels.common import draw_pair_noise
 from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
 from ..sweep import run_sweep
 from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
@@ -116,7 +117,7 @@ def _cv_kernel(key0, key1, first, n, d, beta, softmax, h, sigma, s0, c0, rec, ph
                dx, z_out, cv_out):
     """Run ``n`` overlap-chain trajectories and accumulate the martingale control variates.
 
-    Draws exactly what ``simulate._pair_kernel`` draws (stochastic model, no early
+    Draws exactly what :mod:`stochastic_transformers.kernels.pair` draws (stochastic model, no early
     stopping), in the same order, so ``z_out`` equals simulate's overlaps bit for bit.
     ``rec`` (sorted, >= 1) are the recording layers; ``phi[f, j, i]`` is
     :math:`u_x` of test function f at remaining time ``j * ds`` and
@@ -136,11 +137,7 @@ def _cv_kernel(key0, key1, first, n, d, beta, softmax, h, sigma, s0, c0, rec, ph
         ptr = 0
         for layer in range(1, n_layers + 1):
             ksum, kdiff = _att.pair_weights(s, beta, softmax)
-            for k in range(4):
-                z[k] = _rng.normal(state)
-            z[5] = _rng.normal(state) if d >= 3 else 0.0
-            z[4] = _rng.sqrt_chi2(state, d - 2)
-            z[6] = _rng.sqrt_chi2(state, d - 3)
+            draw_pair_noise(state, d, z)
             # First-order overlap increment divided by (1 - Z^2): its mean is 0.
             xi = h * sigma * (ksum * z[0] - kdiff * z[3])
             fx = (math.log(c / s) - x_lo) / dx

@@ -45,6 +45,7 @@ from ..classification import outcome_counts
 from ..sweep import add_fraction, run_sweep
 from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
                       sweep_seconds)
+from ..config import ModelConfig, RunConfig, configs_from_flat
 
 ID = "universality"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -73,9 +74,10 @@ def cell(*, values, beta, L, T, d, n_traj, attention, tol, gaussian_method, seed
     """One (law, beta, L) point: outcome counts of ``n_traj`` two-token trajectories at T."""
     start = time.perf_counter()
     method = gaussian_method if values == "gaussian" else "literal"
-    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=T, attention=attention, values=values,
-                  method=method, seed=seed, tol=tol, n_threads=cell_threads(),
-                  **({"stop_level": 0.0} if method == "overlap_chain" else {}))
+    ds = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, n_traj=n_traj, L=L, T=T,
+                                     attention=attention, values=values, method=method, seed=seed,
+                                     tol=tol, n_threads=cell_threads(),
+                                     **{"stop_level": 0.0} if method == "overlap_chain" else {}))
     counts = outcome_counts(ds, tol=tol)
     return {"n_single": counts["single"], "n_antipodal": counts["antipodal"],
             "n_unclustered": counts["unclustered"], "n_traj": n_traj,
@@ -90,8 +92,9 @@ def horizon_cell(*, beta, L, T, d, n_traj, attention, tol, horizon_factors, seed
     """
     start = time.perf_counter()
     times = [T * f for f in horizon_factors]
-    ds = simulate(2, d, beta, n_traj=n_traj, L=L, T=max(times), attention=attention,
-                  seed=seed, tol=tol, times=times, stop_level=0.0, n_threads=cell_threads())
+    ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
+                  RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=max(times), seed=seed, tol=tol,
+                            times=times, stop_level=0.0, n_threads=cell_threads()))
     counts = [outcome_counts(ds, tol=tol, time=t) for t in times]
     return {"n_antipodal": np.array([c["antipodal"] for c in counts]),
             "n_unclustered": np.array([c["unclustered"] for c in counts]),

@@ -1,0 +1,298 @@
+r"""The model and the run, as two frozen configurations passed whole to :func:`simulate`.
+
+:class:`ModelConfig` is the layer map: what one layer does to the tokens (the attention,
+its temperature, the law and scale of the value matrices, the key-query matrix, the
+follow-up's heads and key-query law).  :class:`RunConfig` is what is run through it: how
+many tokens and trajectories, the depth and the horizon, where the tokens start, what is
+recorded, the seed and the method.  Each validates its own fields once, when it is made
+(a ``ValueError`` naming the field and its allowed range, before any compute);
+:func:`stochastic_transformers.simulation.simulate` checks only what ties the two
+together (the dimension of given tokens, the methods a model has).
+
+A new block of the layer map is a new field of :class:`ModelConfig`, validated in its
+``__post_init__``, not a new keyword of :func:`simulate`.
+
+Example::
+
+    from stochastic_transformers import ModelConfig, RunConfig, simulate
+    ds = simulate(ModelConfig(d=4, beta=2.0), RunConfig(n_tokens=2, n_traj=1000, L=100, T=10))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ._validation import (ATTENTIONS, check_choice, check_int, check_real, check_whole_layers)
+
+#: Laws of the entries of V (uniform on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`, Rademacher
+#: :math:`\pm\sigma`).
+VALUE_LAWS = ("gaussian", "uniform", "rademacher")
+#: The layer maps: the paper's stochastic model (eq. 4), its hybrid model (eq. 7), and the
+#: follow-up's random keys, queries and values.
+MODEL_KINDS = ("stochastic", "hybrid", "random_attention")
+#: Every method; :func:`stochastic_transformers.simulation.resolve_method` says which
+#: apply to which model.
+METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap",
+           "subspace")
+#: Largest number of heads of the random-attention model (a bound on scratch memory).
+MAX_HEADS = 4096
+
+
+def _set(obj, **values):
+    """Store converted values on a frozen dataclass (validation happens in __post_init__)."""
+    for name, value in values.items():
+        object.__setattr__(obj, name, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    r"""One layer of the model, for tokens on :math:`S^{d-1}`.
+
+    Stochastic model (paper eq. 4), :math:`h = L^{-1/2}`:
+    :math:`X^i_{n+1} = \operatorname{normalize}(X^i_n + h V_{n+1} A_\beta(X^i_n, X_n))`, with
+    :math:`V_{n+1}` a fresh :math:`d\times d` matrix of i.i.d. centred entries of variance
+    :math:`\sigma^2` (law ``values``), shared by all tokens.  Hybrid model (eq. 7):
+    :math:`X^i_{n+1} = \operatorname{normalize}(X^i_n + w_{n+1} A_\beta(X^i_n, X_n))`,
+    :math:`w_{n+1} = 1/L + \varepsilon\,\xi_{n+1}/\sqrt L` (:math:`\varepsilon = 0` is the
+    deterministic attention flow).  Random-attention model (the follow-up of Koubbi,
+    Geshkovski and Rigollet; :mod:`stochastic_transformers.random_attention`): ``n_heads``
+    heads with, in every layer and head, fresh Gaussian :math:`V_h` (entries
+    :math:`N(0,\sigma^2)`) and :math:`A_h = W_h W_h'^\top` (entries
+    :math:`N(0,\sigma_{qk}^2)`), and residual step ``eta``.
+
+    Attributes
+    ----------
+    d : int
+        Dimension of the space, >= 2.
+    beta : float
+        Inverse temperature, >= 0.
+    kind : {"stochastic", "hybrid", "random_attention"}
+        The layer map (the ``model`` attribute of a simulated dataset).
+    attention : {"softmax", "unnormalized"}
+        Softmax or unnormalised attention (unnormalised weights are rescaled exactly where
+        they would overflow, :func:`stochastic_transformers.attention.attention`).
+    values : {"gaussian", "uniform", "rademacher"}
+        Law of the entries of V; the hybrid model has none.
+    sigma : float
+        Standard deviation of the entries of V, > 0.
+    epsilon : float
+        Noise level of the hybrid model, >= 0 (0 for the other models).
+    B : (d, d) nested sequence, optional
+        The fixed key-query matrix :math:`Q^\top K` (identity when omitted); stored as a
+        tuple of tuples so that the configuration stays hashable.
+    n_heads, sigma_qk, eta
+        Random-attention model only: heads per layer (1 to :data:`MAX_HEADS`), the standard
+        deviation of the entries of :math:`W, W'` (> 0), and the residual step (> 0;
+        ``None`` means :math:`L^{-1/2}`).
+    """
+
+    d: int
+    beta: float
+    kind: str = "stochastic"
+    attention: str = "softmax"
+    values: str = "gaussian"
+    sigma: float = 1.0
+    epsilon: float = 0.0
+    B: tuple | None = None
+    n_heads: int = 1
+    sigma_qk: float = 1.0
+    eta: float | None = None
+
+    def __post_init__(self):
+        _set(self, d=check_int("d", self.d, 2), beta=check_real("beta", self.beta, 0.0),
+             attention=check_choice("attention", self.attention, ATTENTIONS),
+             values=check_choice("values", self.values, VALUE_LAWS),
+             sigma=check_real("sigma", self.sigma, 0.0, strict_min=True),
+             kind=check_choice("model", self.kind, MODEL_KINDS),
+             epsilon=check_real("epsilon", self.epsilon, 0.0))
+        if self.kind != "hybrid" and self.epsilon != 0.0:
+            raise ValueError(f"epsilon must be 0 for model={self.kind!r} (it is the hybrid "
+                             f"model's noise level); got {self.epsilon}")
+        if self.B is not None:
+            B = np.array(self.B, dtype=float)
+            if B.shape != (self.d, self.d) or not np.all(np.isfinite(B)):
+                raise ValueError(f"B must be a finite ({self.d}, {self.d}) array; got shape "
+                                 f"{B.shape}")
+            _set(self, B=tuple(tuple(float(v) for v in row) for row in B))
+        if self.kind == "random_attention":
+            self._check_random_attention()
+        elif self.n_heads != 1 or self.sigma_qk != 1.0 or self.eta is not None:
+            raise ValueError("n_heads, sigma_qk and eta belong to model='random_attention'; "
+                             f"got model={self.kind!r}")
+
+    def _check_random_attention(self):
+        _set(self, n_heads=check_int("n_heads", self.n_heads, 1, MAX_HEADS),
+             sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0, strict_min=True))
+        if self.eta is not None:
+            _set(self, eta=check_real("eta", self.eta, 0.0, strict_min=True))
+        if self.attention != "softmax" or self.values != "gaussian":
+            raise ValueError("model='random_attention' is the follow-up's Gaussian model: it "
+                             "needs attention='softmax' and values='gaussian'")
+        if self.B is not None:
+            raise ValueError("model='random_attention' draws its own key-query matrices every "
+                             "layer: B and split do not apply")
+
+    @property
+    def b_matrix(self) -> np.ndarray:
+        """:math:`B` as a (d, d) array."""
+        return np.eye(self.d) if self.B is None else np.array(self.B, dtype=float)
+
+    @property
+    def b_is_identity(self) -> bool:
+        return self.B is None or bool(np.array_equal(self.b_matrix, np.eye(self.d)))
+
+    def eta_for(self, L: int) -> float:
+        """The random-attention residual step for ``L`` layers per unit time."""
+        return 1.0 / math.sqrt(L) if self.eta is None else self.eta
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunConfig:
+    r"""What is run through the layer map: tokens, trajectories, depth, records, seed, method.
+
+    ``T * L`` layers are run (time :math:`t = n / L`).  Compared by identity (it may hold
+    an array of initial tokens).
+
+    Attributes
+    ----------
+    n_tokens : int
+        Number of tokens, >= 2.
+    n_traj : int
+        Number of independent trajectories, >= 1.
+    L : int
+        Layers per unit time, >= 1.
+    T : float
+        Horizon, >= 0; ``T * L`` must be whole.
+    seed : int
+        Seed of the per-trajectory random streams (:mod:`stochastic_transformers.rng`), >= 0.
+    method : str
+        One of :data:`METHODS`; ``auto`` picks the fastest exact method for the request
+        (:func:`stochastic_transformers.simulation.resolve_method`).
+    times : sequence of float, optional
+        Also record the Gram matrices at these times (each in [0, T], on the layer grid).
+    x0 : array (N, d) or (n_traj, N, d), optional
+        Initial tokens (unit vectors); default i.i.d. uniform on the sphere.
+    z0 : float, optional
+        Two tokens (or a ``split``) only: start at overlap ``z0`` in [-1, 1] (a uniformly
+        random pair with that overlap).
+    split : (int, int), optional
+        A two-point initial configuration: ``m1`` tokens at one point and ``m2`` at another
+        (``m1 + m2 = n_tokens``), the points independent uniform or at overlap ``z0``.
+    stop_level : float, optional
+        Overlap chains of the stochastic model: stop a trajectory once the limit diffusion's
+        probability of ever leaving its pole is below this level
+        (:func:`stochastic_transformers.theory.stopping_angles`).  ``None``: 1e-6 when
+        ``times`` is not given and the method is a chain, off otherwise; 0 turns it off.
+    tol : float
+        Classification tolerance used by early stopping, in (0, 1).
+    n_threads : int, optional
+        Threads of the compiled loop over trajectories (default: numba's setting).  Results
+        do not depend on it.
+    first_trajectory : int
+        Global index of the first trajectory, so that pieces of one ensemble run anywhere
+        give the bits of the whole run.
+    progress : bool
+        Show a progress bar over trajectories.
+    """
+
+    n_tokens: int
+    n_traj: int
+    L: int
+    T: float
+    seed: int = 0
+    method: str = "auto"
+    times: tuple | None = None
+    x0: np.ndarray | None = None
+    z0: float | None = None
+    split: tuple | None = None
+    stop_level: float | None = None
+    tol: float = 1e-3
+    n_threads: int | None = None
+    first_trajectory: int = 0
+    progress: bool = False
+
+    def __post_init__(self):
+        _set(self, n_tokens=check_int("n_tokens", self.n_tokens, 2),
+             n_traj=check_int("n_traj", self.n_traj, 1), L=check_int("L", self.L, 1),
+             T=check_real("T", self.T, 0.0), method=check_choice("method", self.method, METHODS),
+             seed=check_int("seed", self.seed, 0),
+             tol=check_real("tol", self.tol, 0.0, 1.0, strict_min=True),
+             first_trajectory=check_int("first_trajectory", self.first_trajectory, 0),
+             progress=bool(self.progress))
+        if self.n_threads is not None:
+            _set(self, n_threads=check_int("n_threads", self.n_threads, 1))
+        check_whole_layers(self.T, self.L)
+        if self.stop_level is not None:
+            _set(self, stop_level=check_real("stop_level", self.stop_level, 0.0, 1.0))
+        self._check_start()
+        if self.times is not None:
+            times = np.atleast_1d(np.array(self.times, dtype=float))
+            if times.ndim != 1 or np.any(~np.isfinite(times)) or np.any(times < 0) \
+                    or np.any(times > self.T + 1e-12):
+                raise ValueError(f"times must be a 1-d sequence of values in [0, T={self.T}]")
+            _set(self, times=tuple(float(t) for t in times))
+
+    def _check_start(self):
+        """split, z0 and x0: each valid, and at most one way of placing the tokens."""
+        if self.split is not None:
+            split = self.split
+            if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") \
+                    or len(split) != 2:
+                raise ValueError(f"split must be a pair (m1, m2) of token counts; got {split!r}")
+            split = (check_int("split[0]", split[0], 1), check_int("split[1]", split[1], 1))
+            if sum(split) != self.n_tokens:
+                raise ValueError(f"split={split} must add up to n_tokens={self.n_tokens}")
+            if self.x0 is not None:
+                raise ValueError("give at most one of x0 and split")
+            _set(self, split=split)
+        if self.z0 is not None:
+            if self.n_tokens != 2 and self.split is None:
+                raise ValueError("z0 (an initial overlap) needs n_tokens == 2 or a split")
+            _set(self, z0=check_real("z0", self.z0, -1.0, 1.0))
+        if self.x0 is not None:
+            if self.z0 is not None:
+                raise ValueError("give at most one of x0 and z0")
+            x0 = np.array(self.x0, dtype=float)
+            x0.setflags(write=False)
+            _set(self, x0=x0)
+
+    @property
+    def n_layers(self) -> int:
+        return check_whole_layers(self.T, self.L)
+
+    def initial_tokens(self, d: int) -> np.ndarray | None:
+        """The given initial tokens as an (n_traj, N, d) array, checked against ``d``."""
+        if self.x0 is None:
+            return None
+        n, n_tok = self.n_traj, self.n_tokens
+        x0 = self.x0
+        if x0.shape == (n_tok, d):
+            x0 = np.broadcast_to(x0, (n, n_tok, d))
+        if x0.shape != (n, n_tok, d):
+            raise ValueError(f"x0 must have shape ({n_tok}, {d}) or ({n}, {n_tok}, {d}); got "
+                             f"{self.x0.shape}")
+        if not np.allclose(np.linalg.norm(x0, axis=-1), 1.0, atol=1e-10):
+            raise ValueError("x0 must hold unit vectors (tokens on the sphere)")
+        return x0
+
+
+#: The flat name of each field (``model`` is :attr:`ModelConfig.kind`).
+_MODEL_FIELDS = {f.name: f.name for f in dataclasses.fields(ModelConfig)} | {"model": "kind"}
+_MODEL_FIELDS.pop("kind")
+_RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
+
+
+def configs_from_flat(**fields) -> tuple[ModelConfig, RunConfig]:
+    """Split one flat set of fields (``d=4, beta=2.0, n_tokens=2, model="hybrid", ...``)
+    into the model's and the run's configurations; an unknown name raises a ValueError."""
+    unknown = sorted(set(fields) - set(_MODEL_FIELDS) - _RUN_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}; the model takes "
+                         f"{', '.join(sorted(_MODEL_FIELDS))} and the run takes "
+                         f"{', '.join(sorted(_RUN_FIELDS))}")
+    model = ModelConfig(**{_MODEL_FIELDS[k]: v for k, v in fields.items() if k in _MODEL_FIELDS})
+    run = RunConfig(**{k: v for k, v in fields.items() if k in _RUN_FIELDS})
+    return model, run

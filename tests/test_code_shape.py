@@ -1,0 +1,167 @@
+"""The shape of the library: its imports form no circle, the kernels import nothing above
+them, and no function outside the compiled kernels is longer than 80 lines of code."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "stochastic_transformers"
+ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+#: Lines of code (docstrings, comments and blank lines aside) a function may have.
+MAX_FUNCTION_LINES = 80
+#: What the compiled kernels may import inside the package: the layers below them.
+KERNEL_IMPORTS = {"attention", "rng", "_jit"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Package modules that ``name`` imports anywhere in its body (functions included)."""
+    tree = ast.parse(path.read_text())
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith(PACKAGE)}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith(PACKAGE):
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in MODULES else target)
+    return {m for m in found if m in MODULES and m != name}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _cycle():
+    """One circle of imports, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def _ancestors(name):
+    parts = name.split(".")
+    return {".".join(parts[:k]) for k in range(1, len(parts))}
+
+
+def test_the_imports_form_no_circle():
+    # A package's own __init__ stands above its modules: a module may use its parent
+    # package's namespace (``from .. import theory``), so edges to ancestors are left out.
+    global GRAPH
+    full = GRAPH
+    GRAPH = {n: {m for m in deps if m not in _ancestors(n)} for n, deps in full.items()}
+    try:
+        assert _cycle() is None, " -> ".join(_cycle())
+    finally:
+        GRAPH = full
+
+
+def test_the_kernels_import_only_what_lies_below_them():
+    allowed = {f"{PACKAGE}.{m}" for m in KERNEL_IMPORTS}
+    for name, deps in GRAPH.items():
+        if name.startswith(f"{PACKAGE}.kernels"):
+            above = {d for d in deps if not d.startswith(f"{PACKAGE}.kernels")} - allowed
+            assert not above, f"{name} imports {sorted(above)}"
+
+
+def _is_numba_kernel(func: ast.FunctionDef) -> bool:
+    for dec in func.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        text = ast.unparse(target)
+        if text.endswith(("njit", "jit", "vectorize")):
+            return True
+    return False
+
+
+def _code_lines(func: ast.FunctionDef, source_lines: list[str]) -> int:
+    """Lines of code of a function: blank lines, comments and docstrings aside."""
+    skip = set()
+    body = func.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None),
+                                                               ast.Constant):
+        skip |= set(range(body[0].lineno, body[0].end_lineno + 1))
+    count = 0
+    for number in range(func.lineno, func.end_lineno + 1):
+        text = source_lines[number - 1].strip()
+        if number in skip or not text or text.startswith("#"):
+            continue
+        count += 1
+    return count
+
+
+def _long_functions():
+    for name, path in MODULES.items():
+        source = path.read_text()
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and not _is_numba_kernel(node):
+                n = _code_lines(node, lines)
+                if n > MAX_FUNCTION_LINES:
+                    yield f"{name}.{node.name} ({n} lines)"
+
+
+def test_no_function_outside_the_kernels_is_longer_than_80_lines():
+    assert list(_long_functions()) == []
+
+
+def test_the_shape_checks_can_fail():
+    """The detectors find what they look for (a circle, a long function)."""
+    global GRAPH
+    saved = GRAPH
+    GRAPH = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
+    try:
+        assert _cycle() == ["a", "b", "c", "a"]
+    finally:
+        GRAPH = saved
+    code = "def f():\n    '''doc'''\n" + "    x = 1\n" * 81 + "    # note\n"
+    func = ast.parse(code).body[0]
+    assert _code_lines(func, code.splitlines()) == 82  # the def line and 81 statements
+
+
+@pytest.mark.parametrize("name", ["simulation", "config", "kernels"])
+def test_the_entry_points_are_not_hidden_by_names_of_the_package(name):
+    import importlib
+
+    import stochastic_transformers as st
+
+    module = importlib.import_module(f"{PACKAGE}.{name}")
+    assert getattr(st, name, module) is module
