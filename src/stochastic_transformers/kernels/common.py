@@ -72,6 +72,17 @@ def init_tokens(state, x, init_mode, x0t, z0):
 
 
 @nb.njit(inline="always", **JIT)
+def start_tokens(key0, key1, index, n_tok, d, init_mode, x0t, z0):
+    """Seed trajectory ``index``'s stream and draw its initial tokens: ``(state, x)``, with
+    ``x`` (N, d) as :func:`init_tokens` makes it."""
+    state = np.empty(4, dtype=np.uint64)
+    _rng.seed_stream(state, key0, key1, index)
+    x = np.empty((n_tok, d))
+    init_tokens(state, x, init_mode, x0t, z0)
+    return state, x
+
+
+@nb.njit(inline="always", **JIT)
 def record_gram(out, x):
     """The Gram matrix of the tokens ``x`` (N, d) into ``out`` (N, N)."""
     n_tok, d = x.shape
@@ -116,6 +127,14 @@ class Runner(NamedTuple):
     allocate: Callable
     run: Callable
     assemble: Callable
+
+
+def half_angle_outputs(gram, s, c, stopped):
+    """The final variables of a run whose state is a pair of half angles (s, c)."""
+    return {"gram": (("trajectory", "i", "j"), gram),
+            "one_minus_overlap": (("trajectory",), 2.0 * s * s),
+            "one_plus_overlap": (("trajectory",), 2.0 * c * c),
+            "stopped_layer": (("trajectory",), stopped)}
 
 
 def given_tokens(plan) -> np.ndarray:

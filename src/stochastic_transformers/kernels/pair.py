@@ -18,7 +18,7 @@ import numpy as np
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT_PARALLEL
-from .common import Runner, draw_pair_noise, start_pair
+from .common import Runner, draw_pair_noise, half_angle_outputs, start_pair
 
 
 @nb.njit(**JIT_PARALLEL)
@@ -110,10 +110,7 @@ def pair_gram(s, c):
 
 def _assemble(plan, a):
     s, c = a["s"], a["c"]
-    data = {"gram": (("trajectory", "i", "j"), pair_gram(s, c)),
-            "one_minus_overlap": (("trajectory",), 2.0 * s * s),
-            "one_plus_overlap": (("trajectory",), 2.0 * c * c),
-            "stopped_layer": (("trajectory",), a["stopped"])}
+    data = half_angle_outputs(pair_gram(s, c), s, c, a["stopped"])
     if plan.times is not None:
         rs, rc = a["rec_s"][:, plan.inverse], a["rec_c"][:, plan.inverse]
         data["gram_t"] = (("trajectory", "time", "i", "j"), pair_gram(rs, rc))

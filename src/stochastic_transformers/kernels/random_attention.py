@@ -15,7 +15,7 @@ import numpy as np
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
-from .common import Runner, given_tokens, init_tokens, record_gram
+from .common import Runner, given_tokens, record_gram, start_tokens
 from .tokens import assemble_tokens
 
 
@@ -38,6 +38,14 @@ def _softmax_rows(s):
 
 
 @nb.njit(inline="always", **JIT)
+def _fill_normal(state, m, scale):
+    """Entries of ``m`` (row by row) from ``scale`` times standard normals of ``state``."""
+    for a in range(m.shape[0]):
+        for b in range(m.shape[1]):
+            m[a, b] = scale * _rng.normal(state)
+
+
+@nb.njit(inline="always", **JIT)
 def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, w, wp, v, p, q, pi, mh, u):
     """One layer with every matrix drawn in full, in place on ``x`` (N, d).
 
@@ -50,15 +58,9 @@ def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, w, wp, v, p, q, pi
         for a in range(d):
             u[i, a] = 0.0
     for _head in range(n_heads):
-        for a in range(d):
-            for b in range(d):
-                w[a, b] = sigma_qk * _rng.normal(state)
-        for a in range(d):
-            for b in range(d):
-                wp[a, b] = sigma_qk * _rng.normal(state)
-        for a in range(d):
-            for b in range(d):
-                v[a, b] = _rng.normal(state)
+        _fill_normal(state, w, sigma_qk)
+        _fill_normal(state, wp, sigma_qk)
+        _fill_normal(state, v, 1.0)   # 1.0 * g is g exactly: the same bits as a bare draw
         for i in range(n):           # p_i = W'^T x_i, q_i = W^T x_i
             for b in range(d):
                 acc_p = 0.0
@@ -171,10 +173,7 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
     kv = min(hk, n_tok)
     scale_v = eta * sigma / n_heads
     for t in nb.prange(n):
-        state = np.empty(4, dtype=np.uint64)
-        _rng.seed_stream(state, key0, key1, first + t)
-        x = np.empty((n_tok, d))
-        init_tokens(state, x, init_mode, x0[t], z0)
+        state, x = start_tokens(key0, key1, first + t, n_tok, d, init_mode, x0[t], z0)
         # Every scratch array is allocated whatever the method (once per trajectory, and
         # small): arrays defined in one branch only are mis-compiled inside numba's prange.
         w = np.empty((d, d))

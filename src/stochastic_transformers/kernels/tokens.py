@@ -22,7 +22,7 @@ import numpy as np
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
-from .common import Runner, given_tokens, init_tokens, record_gram, recorded
+from .common import Runner, given_tokens, record_gram, recorded, start_tokens
 
 _LAW_CODES = {"gaussian": 0, "uniform": 1, "rademacher": 2}
 _SQRT3 = math.sqrt(3.0)
@@ -92,10 +92,7 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
     tokens; 1: the given ``x0[t]``; 2: a uniformly random pair at overlap ``z0``.
     """
     for t in nb.prange(n):
-        state = np.empty(4, dtype=np.uint64)
-        _rng.seed_stream(state, key0, key1, first + t)
-        x = np.empty((n_tok, d))
-        init_tokens(state, x, init_mode, x0[t], z0)
+        state, x = start_tokens(key0, key1, first + t, n_tok, d, init_mode, x0[t], z0)
         att, y, m, r, v, g, bx, weights, self_scale, hv = layer_scratch(n_tok, d)
         ptr = 0
         for layer in range(0, n_layers + 1):

@@ -22,9 +22,9 @@ import numba as nb
 import numpy as np
 
 from .. import attention as _att
-from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
-from .common import Runner, draw_pair_noise, given_tokens, init_tokens, recorded, start_pair
+from .common import (Runner, draw_pair_noise, given_tokens, half_angle_outputs, record_gram,
+                     recorded, start_pair, start_tokens)
 from .tokens import layer_scratch, token_layer
 
 #: Two tokens count as one point once their overlap rounds to 1 in double precision:
@@ -145,20 +145,17 @@ def _merge_groups(x, labels, reps):
 def _record_tokens(rec_gram, rec_opo, ptr, x):
     """Gram matrix of the tokens and 1 + their smallest overlap (as min |x_i + x_j|^2 / 2)."""
     n_tok, d = x.shape
+    record_gram(rec_gram[ptr], x)
     low = 2.0
     for i in range(n_tok):
-        for j in range(n_tok):
+        for j in range(i + 1, n_tok):
             acc = 0.0
             for a in range(d):
-                acc += x[i, a] * x[j, a]
-            rec_gram[ptr, i, j] = acc
-            if j > i:
-                acc = 0.0
-                for a in range(d):
-                    plus = x[i, a] + x[j, a]
-                    acc += plus * plus
-                low = min(low, 0.5 * acc)
+                plus = x[i, a] + x[j, a]
+                acc += plus * plus
+            low = min(low, 0.5 * acc)
     rec_opo[ptr] = low
+
 
 @nb.njit(**JIT_PARALLEL)
 def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softmax, B, h, sigma,
@@ -177,10 +174,7 @@ def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softma
     differs from ``method="literal"`` with the same seed only by the merge itself.
     """
     for t in nb.prange(n):
-        state = np.empty(4, dtype=np.uint64)
-        _rng.seed_stream(state, key0, key1, first + t)
-        x = np.empty((n_tok, d))
-        init_tokens(state, x, init_mode, x0[t], 0.0)
+        state, x = start_tokens(key0, key1, first + t, n_tok, d, init_mode, x0[t], 0.0)
         att, y, m, r, v, g, bx, weights, self_scale, hv = layer_scratch(n_tok, d)
         labels = np.empty(n_tok, dtype=np.int64)
         reps = np.zeros(2, dtype=np.int64)
@@ -209,14 +203,8 @@ def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softma
                             x[j, a] = x[reps[labels[j]], a]
         merge_layer[t] = at
         stop = -1
-        if snap_only:
+        if snap_only or at < 0:   # the N-token state is the result
             merge_points[t] = 0 if at < 0 else (1 if groups == 1 else 2)
-            merge_m1[t] = 0
-            merge_s[t] = 0.0
-            merge_c[t] = 0.0
-            _record_tokens(gram_out[t:t + 1], opo_out[t:t + 1], 0, x)
-        elif at < 0:
-            merge_points[t] = 0
             merge_m1[t] = 0
             merge_s[t] = 0.0
             merge_c[t] = 0.0
@@ -284,10 +272,7 @@ def _assemble_cluster(plan, a):
     s, c = a["s"], a["c"]
     z = c * c - s * s
     gram = np.where(labels[:, None] == labels[None, :], 1.0, z[:, None, None])
-    data = {"gram": (("trajectory", "i", "j"), gram),
-            "one_minus_overlap": (("trajectory",), 2.0 * s * s),
-            "one_plus_overlap": (("trajectory",), 2.0 * c * c),
-            "stopped_layer": (("trajectory",), a["stopped"])}
+    data = half_angle_outputs(gram, s, c, a["stopped"])
     if plan.times is not None:
         data["gram_t"] = recorded(plan, a["rec_gram"])
         data["one_plus_overlap_t"] = recorded(plan, a["rec_opo"], ())
