@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from stochastic_transformers import figures
-from stochastic_transformers.figures._common import load_committed, obtain
+from stochastic_transformers.figures import load_committed, obtain
+from stochastic_transformers.figures.base import measured
 
 matplotlib.use("Agg")
 
@@ -61,7 +62,7 @@ def test_the_recorded_rate_is_the_committed_runs(fig_id):
     """A sweep's SECONDS_PER_WORK says it was measured on its committed paper run."""
     module = figures.get(fig_id)
     ds = load_committed(fig_id, "paper")
-    seconds, work = module._measured(ds)
+    seconds, work = measured(module, ds)
     assert module.SECONDS_PER_WORK == pytest.approx(seconds / work, rel=0.05)
     assert module.cost("paper", ds) == pytest.approx(seconds / work
                                                      * module.work(module.SCALES["paper"]))

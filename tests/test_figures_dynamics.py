@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 import numpy as np
 
-from stochastic_transformers.figures._common import log_time_grid
+from stochastic_transformers.figures.base import log_time_grid
 import pytest
 
 from stochastic_transformers import theory

@@ -8,7 +8,7 @@ import pytest
 
 from stochastic_transformers.figures import (homog_logistic, homog_meet, homog_regimes,
                                              homog_simplex)
-from stochastic_transformers.figures._common import load_committed
+from stochastic_transformers.figures import load_committed
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from stochastic_transformers import simulate
 from stochastic_transformers.figures import thm1, universality
@@ -156,30 +155,6 @@ def test_universality_smoke_variables(univ_ds):
     assert 0 <= s["max_unclustered"] <= 1
 
 
-def test_homogeneity_test_matches_scipy():
-    k = np.array([[30, 0, 12], [45, 0, 10], [38, 0, 15]])
-    n = np.array([[200, 100, 50], [210, 100, 50], [190, 100, 50]])
-    stat, dof, p = universality.homogeneity_test(k, n)
-    for j in (0, 2):
-        table = np.column_stack([k[:, j], n[:, j] - k[:, j]])
-        ref = stats.chi2_contingency(table, correction=False)
-        assert stat[j] == pytest.approx(ref.statistic, rel=1e-12)
-        assert p[j] == pytest.approx(ref.pvalue, rel=1e-10)
-        assert dof[j] == 2
-    assert stat[1] == 0 and dof[1] == 0 and p[1] == 1.0
-    # equal proportions: statistic 0
-    stat, dof, p = universality.homogeneity_test(np.array([10, 20]), np.array([100, 200]))
-    assert stat == pytest.approx(0.0, abs=1e-12) and p == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="counts"):
-        universality.homogeneity_test(np.array([5, 300]), np.array([100, 200]))
-
-
-def test_two_proportion_z():
-    z = universality.two_proportion_z(60, 100, 40, 100)
-    assert z == pytest.approx(0.2 / math.sqrt(0.5 * 0.5 * 0.02))
-    assert universality.two_proportion_z(0, 10, 0, 20) == 0.0
-
-
 @pytest.mark.parametrize("overrides, name", [
     (dict(values=("cauchy",)), "values"),
     (dict(values=("uniform", "uniform")), "values"),
@@ -221,7 +196,7 @@ def test_knobs_are_read_as_fixed_attributes_and_old_plain_names_still_work(modul
     wrote the plain name (and files carrying only that) still summarise, cost and draw."""
     import matplotlib.pyplot as plt
 
-    from stochastic_transformers.figures._common import knob_attr
+    from stochastic_transformers.figures.base import knob_attr
 
     ds = request.getfixturevalue(ds_name)
     for name in knobs:

@@ -272,7 +272,7 @@ def test_fig6_unknown_knob_and_scale():
 # ----------------------------------------------------------------------------- fig7
 
 def test_fig7_time_grid():
-    from stochastic_transformers.figures._common import log_time_grid
+    from stochastic_transformers.figures.base import log_time_grid
 
     t = log_time_grid(500.0, 100, 40, t_min=0.1)
     assert t[-1] == 500.0 and t[0] == pytest.approx(0.1)

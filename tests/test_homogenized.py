@@ -26,11 +26,17 @@ from stochastic_transformers import ModelConfig, RunConfig
 @pytest.mark.parametrize("beta", [0.3, 2.0, 7.0])
 @pytest.mark.parametrize("d", [3, 6])
 def test_fixed_identity_limit_is_the_main_papers_diffusion(beta, d):
+    # The random-A formulas with the moments of a fixed A = I, q1 = q2 = tanh(beta(1-R)/2)/2
+    # (so E[(q1 - q2)^2] = 0), are Lemma 4's coefficients in x = atanh R.
     xs = np.linspace(-30, 30, 61)
-    mu, nu2 = hm.fixed_identity_coefficients(xs, beta, d)
-    mu_ref, nu_ref = sde._x_coefficients(np.tanh(xs), beta, d, "softmax", 1.0, "stochastic", 0.0)
+    one_minus = 2.0 / (1.0 + np.exp(np.clip(2.0 * xs, -700, 700)))  # 1 - R, exact at the pole
+    q = 0.5 * np.tanh(0.5 * beta * one_minus)
+    mu, nu2 = hm._coefficients_from_moments(xs, d, 1.0 + 4.0 * q * q, 2.0 * q * q, q * q, 0.0 * q)
+    mu_ref, nu_ref = theory.atanh_coefficients(np.tanh(xs), beta, d, "softmax", 1.0)
     np.testing.assert_allclose(mu, mu_ref, atol=1e-13)
     np.testing.assert_allclose(nu2, nu_ref**2, atol=1e-13)
+    fixed_mu, fixed_nu2 = hm.fixed_identity_coefficients(xs, beta, d)
+    assert np.array_equal(fixed_mu, mu_ref) and np.array_equal(fixed_nu2, nu_ref * nu_ref)
 
 
 def test_beta_zero_moments_are_exact():

@@ -28,24 +28,6 @@ def _pairs(z0, n, d, seed):
     return np.einsum("pab,pnb->pna", Q, X)
 
 
-# ------------------------------------------------------------- coefficients
-@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
-def test_atanh_coefficients_follow_from_ito(attention):
-    # mu = a/(1-z^2) + z b^2/(1-z^2)^2 and nu = b/(1-z^2), with a, b from theory.
-    z = np.linspace(-0.95, 0.95, 15)
-    for beta, d, sigma in ((0.0, 2, 1.0), (1.1, 5, 0.7), (3.0, 9, 1.4)):
-        a = th.overlap_drift(z, beta, d, attention, sigma)
-        b = th.overlap_diffusion(z, beta, d, attention, sigma)
-        mu, nu = sde._x_coefficients(z, beta, d, attention, sigma, "stochastic", 0.0)
-        assert np.allclose(mu, a / (1 - z**2) + z * b**2 / (1 - z**2) ** 2, rtol=1e-12, atol=1e-12)
-        assert np.allclose(nu, b / (1 - z**2), rtol=1e-12)
-        a = th.hybrid_overlap_drift(z, beta, 0.8, attention)
-        b = th.hybrid_overlap_diffusion(z, beta, 0.8, attention)
-        mu, nu = sde._x_coefficients(z, beta, d, attention, sigma, "hybrid", 0.8)
-        assert np.allclose(mu, a / (1 - z**2) + z * b**2 / (1 - z**2) ** 2, rtol=1e-12, atol=1e-12)
-        assert np.allclose(nu, b / (1 - z**2), rtol=1e-12)
-
-
 # ------------------------------------------------------- Kolmogorov reference
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 def test_kolmogorov_angle_is_a_martingale_in_d2(attention):
@@ -200,6 +182,14 @@ def test_overlap_sde_poles_times_and_seeds():
         (lambda: sde.overlap_expectation(None, 0.0, 1.0, 1.0, 3), "f"),
         (lambda: sde.simulate_token_sde(np.ones((2, 2, 3)), 1.0, T=1.0, dt=0.1), "X0"),
         (lambda: sde.simulate_token_sde(np.ones((2, 3)), 1.0, T=1.0, dt=0.1), "X0"),
+        (lambda: sde.simulate_token_sde(np.full((2, 2, 3), np.nan), 1.0, T=1.0, dt=0.1), "X0"),
+        (lambda: sde.simulate_overlap_sde(sde.INTEGRATOR_BETA_MAX + 1, 3, z0=0.0, n_paths=2, T=1.0,
+                                          dt=0.1), "beta"),
+        (lambda: sde.simulate_overlap_sde(1.0, 3, z0=[True, False], n_paths=2, T=1.0, dt=0.1), "z0"),
+        (lambda: sde.simulate_overlap_sde(1.0, 3, z0=0.0, n_paths=2, T=1.0, dt=0.1,
+                                          times=[0.5, np.nan]), "times"),
+        (lambda: sde.overlap_expectation(lambda z: z, 0.0, 51.0, 1.0, 3), "t"),
+        (lambda: sde.overlap_expectation(lambda z: z, [0.0, -1.0], 1.0, 1.0, 3), "z0"),
     ],
 )
 def test_invalid_inputs_name_the_parameter(call, name):

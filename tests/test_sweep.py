@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from stochastic_transformers import stats
+from stochastic_transformers.stats import add_fraction
 from stochastic_transformers.sweep import (
     CELL_SEED_VAR,
-    add_fraction,
     cell_seed,
     load_sweep,
     run_sweep,
@@ -429,19 +429,9 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path, monkeypatch):
 # fractions and netCDF
 # --------------------------------------------------------------------------
 
-def test_add_fraction_and_netcdf_round_trip(tmp_path):
+def test_netcdf_round_trip_of_a_sweep_with_fractions(tmp_path):
+    # add_fraction itself is tested in test_stats_comparisons.py
     ds = add_fraction(sweep(), "hits", "trials", "frac")
-    low, high = stats.wilson_interval(ds["hits"].values, ds["trials"].values)
-    np.testing.assert_array_equal(ds["frac_low"].values, low)
-    np.testing.assert_array_equal(ds["frac_high"].values, high)
-    np.testing.assert_allclose(ds["frac"].values, ds["hits"].values / ds["n"].values[None, :])
-    assert np.all((ds["frac_low"] <= ds["frac"]) & (ds["frac"] <= ds["frac_high"]))
-    # A shared number of trials broadcasts like the variable would.
-    by_number = add_fraction(ds.sel(n=[10]), "hits", 10, "f10")
-    np.testing.assert_array_equal(by_number["f10"].values, ds["frac"].sel(n=[10]).values)
-    with pytest.raises(ValueError, match="^count_var"):
-        add_fraction(ds, "nope", "trials", "f")
-
     path = save_sweep(ds, tmp_path / "sub" / "sweep.nc")
     back = load_sweep(path)
     assert_same_numbers(ds, back, ("hits", "trials", "walk", "frac", "frac_low",

@@ -146,6 +146,79 @@ def test_drift_closed_form_at_beta_zero():
     assert np.all(th.hybrid_overlap_diffusion(z, 1.3, 0.0) == 0.0)
 
 
+def _lemma_4(z, beta, d, attention, sigma):
+    """Lemma 4's a(z) and b(z) written out as the paper states them (moderate beta only)."""
+    e1, e2 = np.exp(beta * (1 + z)), np.exp(2 * beta) + np.exp(2 * beta * z)
+    a = 0.25 * sigma**2 * (1 - z**2) * (2 * (d - 2) * e1 - z * e2)
+    b = sigma * (1 - z**2) * np.sqrt(e2 / 2)
+    if attention == "softmax":
+        m = 4 / (np.exp(beta) + np.exp(beta * z)) ** 2
+        a, b = a * m, b * np.sqrt(m)
+    return a, b
+
+
+def _proposition_1(z, beta, eps, attention):
+    """The hybrid overlap's a(z), b(z) (Proposition 1; SA with lambda = 2/(e^beta + e^{beta z}))."""
+    lam = 1.0 if attention == "unnormalized" else 2 / (np.exp(beta) + np.exp(beta * z))
+    ebz = np.exp(beta * z)
+    a = ebz * (1 - z**2) * (lam - lam**2 * eps**2 * (np.exp(beta) / 2 + z * ebz))
+    return a, lam * eps * ebz * (1 - z**2)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+def test_coefficients_are_lemma_4_and_proposition_1(attention):
+    # The z-forms come from the x-forms by Ito's formula; both must match the papers' formulas.
+    z = np.linspace(-1, 1, 41)
+    for beta, d, sigma in ((0.0, 2, 1.0), (1.1, 5, 0.7), (3.0, 9, 1.4)):
+        a, b = _lemma_4(z, beta, d, attention, sigma)
+        scale = np.max(np.abs(a))  # a changes sign: compare at the size of its terms
+        np.testing.assert_allclose(th.overlap_drift(z, beta, d, attention, sigma), a,
+                                   rtol=1e-13, atol=1e-14 * scale)
+        np.testing.assert_allclose(th.overlap_diffusion(z, beta, d, attention, sigma), b,
+                                   rtol=1e-13, atol=1e-300)
+        for eps in (0.0, 0.8):
+            a, b = _proposition_1(z, beta, eps, attention)
+            np.testing.assert_allclose(th.hybrid_overlap_drift(z, beta, eps, attention), a,
+                                       rtol=1e-13, atol=1e-14 * np.max(np.abs(a)))
+            np.testing.assert_allclose(th.hybrid_overlap_diffusion(z, beta, eps, attention), b,
+                                       rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+@pytest.mark.parametrize("model", ["stochastic", "hybrid"])
+def test_atanh_coefficients_follow_from_ito(attention, model):
+    # mu = a/(1-z^2) + z b^2/(1-z^2)^2 and nu = b/(1-z^2), with a, b the papers' formulas.
+    z = np.linspace(-0.95, 0.95, 15)
+    for beta, d, sigma in ((0.0, 2, 1.0), (1.1, 5, 0.7), (3.0, 9, 1.4)):
+        if model == "stochastic":
+            a, b = _lemma_4(z, beta, d, attention, sigma)
+        else:
+            a, b = _proposition_1(z, beta, 0.8, attention)
+        mu, nu = th.atanh_coefficients(z, beta, d, attention, sigma, model=model, epsilon=0.8)
+        np.testing.assert_allclose(mu, a / (1 - z**2) + z * b**2 / (1 - z**2) ** 2,
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(nu, b / (1 - z**2), rtol=1e-12)
+
+
+def test_atanh_coefficients_at_the_poles_and_large_beta():
+    # Bounded at z = +-1 (the integrators evaluate them at tanh x = +-1 exactly), and the
+    # softmax forms stay finite where e^{2 beta} overflows.
+    mu, nu = th.atanh_coefficients(np.array([-1.0, 1.0]), 2.0, 4, "softmax", 1.0)
+    assert np.all(np.isfinite(mu)) and np.all(nu > 0)
+    q = math.exp(-4.0)  # e^{beta (z - 1)} at z = -1: mu(-1) = (2(d-2)q - (1+q^2))/(1+q)^2
+    assert mu[0] == pytest.approx((4 * q - (1 + q * q)) / (1 + q) ** 2, rel=1e-14)
+    # at z = 1, q = 1: mu = (2(d-2) + 2)/4 = (d-1)/2 and nu = 1
+    assert mu[1] == pytest.approx(1.5, rel=1e-15) and nu[1] == pytest.approx(1.0, rel=1e-15)
+    z = np.linspace(-0.9, 0.9, 7)
+    a = th.overlap_drift(z, 400.0, 5, "softmax")
+    b = th.overlap_diffusion(z, 400.0, 5, "softmax")
+    assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
+    # beta -> inf with z < 1: q -> 0, a -> -z(1-z^2), b -> sqrt 2 (1-z^2)
+    np.testing.assert_allclose(a, -z * (1 - z**2), rtol=1e-12)
+    np.testing.assert_allclose(b, math.sqrt(2) * (1 - z**2), rtol=1e-12)
+    assert isinstance(th.atanh_coefficients(0.2, 1.0, 3)[0], float)
+
+
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 def test_scale_ratio_is_attention_and_sigma_free(attention):
     # 2a/b^2 = [(d-2) sech(beta(1-z)) - z] / (1-z^2), whatever the attention and sigma.

@@ -56,6 +56,7 @@ def __getattr__(name):
     # Submodules load on first use, so `import stochastic_transformers` stays light.
     import importlib
 
-    if name in {"theory", "sde", "classification", "sweep", "stats", "figures", "vit"}:
+    if name in {"theory", "sde", "kolmogorov", "homogenized", "two_clusters", "classification",
+                "sweep", "stats", "figures", "vit"}:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -58,6 +58,13 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _listing(rows, width: int) -> int:
+    """Print ``(name, text)`` rows in two columns (the names ``width`` wide); exit status 0."""
+    for name, text in rows:
+        print(f"{name:<{width}}{text}")
+    return 0
+
+
 def _run_all(args, figures) -> int:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     for fig_id in sorted(skip):
@@ -98,9 +105,7 @@ def main(argv=None) -> int:
     if args.command != "reproduce":  # pragma: no cover
         return 2
     if args.list:
-        for fig_id, module in figures.available().items():
-            print(f"{fig_id:<14}{module.DESCRIPTION}")
-        return 0
+        return _listing(((i, m.DESCRIPTION) for i, m in figures.available().items()), 14)
     if args.all:
         if args.fig_id or args.settings:
             return _fail("--all takes no figure id and no --set (each figure runs at its scale)")
@@ -113,11 +118,9 @@ def main(argv=None) -> int:
     except ValueError as err:
         return _fail(str(err))
     if args.knobs:
-        from .figures._common import format_knob
+        from .figures.base import format_knob
 
-        for key, value in defaults.items():
-            print(f"{key:<18}{format_knob(value)}")
-        return 0
+        return _listing(((k, format_knob(v)) for k, v in defaults.items()), 18)
     cache_dir = args.cache_dir or str(Path(args.out) / "cache")
     start = time.perf_counter()
     try:
@@ -135,9 +138,7 @@ def _notebook(args) -> int:
     from . import notebooks
 
     if args.list:
-        for nb_id, path in notebooks.available().items():
-            print(f"{nb_id:<22}{path.name}")
-        return 0
+        return _listing(((i, p.name) for i, p in notebooks.available().items()), 22)
     if not args.nb_id:
         print("notebook: give a notebook id, or --list to see them", file=sys.stderr)
         return 2

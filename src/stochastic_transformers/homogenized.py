@@ -4,8 +4,7 @@ The layer (:mod:`stochastic_transformers.random_attention`) adds to token :math:
 increment :math:`u_i = \frac{\eta}{H}\sum_h V_h m_h(x_i)`.  Given the key-query matrices it
 is centred Gaussian with :math:`\operatorname{Cov}(u_i, u_j) = \varepsilon\, c^{(A)}_{ij} I_d`,
 :math:`\varepsilon = \eta^2\sigma^2/H` and :math:`c^{(A)}_{ij} = \frac1H\sum_h\langle m_h(x_i),
-m_h(x_j)\rangle`.  Expanding the normalisation to second order (our derivation; the
-follow-up's displayed formulas were lost in the text extraction) gives, with
+m_h(x_j)\rangle`.  Expanding the normalisation to second order (our derivation) gives, with
 :math:`c_{ij} = E_A\langle m(x_i), m(x_j)\rangle` and the noise clock
 :math:`\tau = (\text{layers})\,\varepsilon`,
 
@@ -22,10 +21,12 @@ drift is :math:`|\bar x|^2(1 - R_{ij})(d - 2 - R_{ij})`: the common noise synchr
 **Two tokens** (ours).  Write :math:`m_1 = \frac{x_1+x_2}2 + q_1(x_1 - x_2)`,
 :math:`m_2 = \frac{x_1+x_2}2 - q_2(x_1 - x_2)` with :math:`q_i = p_i - \frac12` and
 :math:`p_i` the weight token i gives itself.  The two score differences are
-:math:`a = \beta(S + D)`, :math:`b = \beta(S - D)` with independent
+:math:`a = \beta(S + D)`, :math:`b = \beta(S - D)` with
 :math:`S = \sigma_{qk}^2(1-R)\rho\,n_1`, :math:`D = \sigma_{qk}^2\sqrt{1-R^2}\,\rho\, n_2`,
-:math:`n_1, n_2` standard normal and :math:`\rho^2 \sim \chi^2_d` (the key-query vectors of
-the two tokens are Gaussian with covariance :math:`\sigma_{qk}^2 R\, I_d`).  With
+:math:`n_1, n_2, \rho` independent, :math:`n_1, n_2` standard normal and
+:math:`\rho^2 \sim \chi^2_d` (the key-query vectors of the two tokens are Gaussian with
+covariance :math:`\sigma_{qk}^2 R\, I_d`).  S and D share :math:`\rho`: they are independent
+given :math:`\rho`, not independent, hence the integral over all three.  With
 :math:`r = \cosh\beta D/\cosh\beta S`:
 
 .. math::
@@ -48,15 +49,20 @@ Gauss quadrature.  With :math:`q_1 = q_2 = \frac12\tanh\frac{\beta(1-R)}2` (a fi
 :math:`\lambda = \lim E[(q_1-q_2)^2]/w`: antipodal pairs attract iff this is negative.
 
 **Many tokens, high dimension.**  At :math:`\beta = 0` the mean overlap
-:math:`m = |\bar x|^2` has drift :math:`m[(d-1)(1-m) - \frac1{n^2}\sum_{ij}(1-R_{ij}^2)]` and a
-martingale part :math:`O(d^{-1})` smaller: on the clock :math:`t = d\tau`, :math:`m` follows
-the logistic law :math:`\dot u = u(1-u)` up to :math:`O(1/d)` (the follow-up's Theorem 3).
+:math:`m = |\bar x|^2` has, on the noise clock, the drift
+:math:`m[(d-1)(1-m) - \frac1{n^2}\sum_{ij}(1-R_{ij}^2)] = d\,m(1-m) + O(1)` and a martingale
+part with :math:`d\langle M\rangle = 4m|(I - G)\bar x|^2 d\tau \le 4m^2 d\tau`,
+:math:`G = \frac1n\sum_i x_ix_i^\top`.  On the clock :math:`t = d\tau` the drift is
+:math:`m(1-m) + O(1/d)` and :math:`d\langle M\rangle = O(dt/d)`: each trajectory of :math:`m`
+follows the logistic law :math:`\dot u = u(1-u)` up to fluctuations of order
+:math:`d^{-1/2}`, and its mean :math:`E[m]` up to :math:`O(1/d)` (the follow-up's Theorem 3).
 
 **Simplex.**  For :math:`R = (1-\gamma)I + \gamma\mathbf 1\mathbf 1^\top`, :math:`c_{ij} = \gamma +
 (1-\gamma)g(\gamma)` and :math:`c_{ii} = \gamma + (1-\gamma)f(\gamma)` with
 :math:`f = E\sum_k\pi_{ik}^2`, :math:`g = E\sum_k\pi_{ik}\pi_{jk}`, so every off-diagonal
 overlap has the drift :math:`b(\gamma) = [\gamma + (1-\gamma)g](d-2+\gamma^2) - (d-1)\gamma[\gamma
-+ (1-\gamma)f]` (the follow-up's Theorem 2 scalar dynamics, constant recovered here).
++ (1-\gamma)f]` (our form of the scalar dynamics of the follow-up's Theorem 2; on
+:math:`t = d\tau` as :math:`d \to \infty` it is :math:`(1-\gamma)[\gamma(1-f) + g]`).
 """
 
 from __future__ import annotations
@@ -67,7 +73,9 @@ import math
 import numpy as np
 from scipy import integrate, interpolate, special
 
-from ._validation import check_int, check_real
+from . import theory
+from ._validation import check_choice, check_int, check_real, check_real_array
+from .kolmogorov import banded_generator, propagate
 
 __all__ = ["pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
            "antipodal_by", "antipodal_limit",
@@ -174,8 +182,9 @@ def pair_moments(x, beta, d, sigma_qk=1.0, *, n_normal=64, n_chi=32):
     return out[0], out[1], out[2], out[3]
 
 
-def _x_coefficients(x, d, e_p, e_sq, e_q1q2, e_dif2_w):
-    """Drift and squared diffusion of atanh(R) per unit of the noise clock, from the moments."""
+def _coefficients_from_moments(x, d, e_p, e_sq, e_q1q2, e_dif2_w):
+    r"""Drift :math:`\mu` and :math:`\nu^2` of atanh(R) per unit of the noise clock, from the
+    four attention moments of :func:`pair_moments` (module docstring)."""
     one_plus = 2.0 / (1.0 + np.exp(np.clip(-2.0 * x, -700, 700)))
     R = np.tanh(x)
     nu2 = e_p + 2.0 * e_dif2_w
@@ -188,16 +197,21 @@ def pair_coefficients(x, beta, d, sigma_qk=1.0, **quad):
     r"""Drift :math:`\mu` and :math:`\nu^2` of :math:`X = \operatorname{atanh}\langle x_1, x_2\rangle`
     per unit of the noise clock :math:`\tau` (module docstring), two tokens, random A."""
     x = np.atleast_1d(np.asarray(x, dtype=float))
-    return _x_coefficients(x, d, *pair_moments(x, beta, d, sigma_qk, **quad))
+    return _coefficients_from_moments(x, d, *pair_moments(x, beta, d, sigma_qk, **quad))
 
 
 def fixed_identity_coefficients(x, beta, d):
-    """The same formulas with a fixed A = I (q1 = q2 = tanh(beta (1 - R) / 2) / 2): the main
-    paper's two-token coefficients, for tests."""
+    r"""Drift :math:`\mu` and :math:`\nu^2` of :math:`\operatorname{atanh}R` with a fixed A = I.
+
+    The main paper's two-token coefficients (Lemma 4, softmax, :math:`\sigma = 1`, so
+    that its time is the noise clock :math:`\tau = \sigma^2 t`), evaluated by
+    :func:`stochastic_transformers.theory.atanh_coefficients` at :math:`R = \tanh x`.
+    The formulas of :func:`pair_coefficients` with :math:`q_1 = q_2 =
+    \frac12\tanh\frac{\beta(1-R)}2` give the same functions (tested).
+    """
     x = np.atleast_1d(np.asarray(x, dtype=float))
-    one_minus = 2.0 / (1.0 + np.exp(np.clip(2.0 * x, -700, 700)))
-    q = 0.5 * np.tanh(0.5 * beta * one_minus)
-    return _x_coefficients(x, d, 1.0 + 4.0 * q * q, 2.0 * q * q, q * q, 0.0 * q)
+    mu, nu = theory.atanh_coefficients(np.tanh(x), beta, d, "softmax", 1.0)
+    return mu, nu * nu
 
 
 def antipodal_attracting(beta, d, sigma_qk=1.0):
@@ -243,8 +257,6 @@ def _table(beta, d, sigma_qk, model="random_attention"):
 
 
 def _check_model(model):
-    from ._validation import check_choice
-
     return check_choice("model", model, PAIR_MODELS)
 
 
@@ -255,8 +267,6 @@ def _backward(fs, taus, beta, d, sigma_qk, model, z0, h):
     :math:`E[R_0 f(X_\tau)]` (shape (n_f, 2, n_tau)); from ``z0``, the value at ``z0`` (shape
     (n_f, 1, n_tau)).  Also the largest change under the grid halving.
     """
-    from .sde import _propagate, banded_generator
-
     table = _table(float(beta), int(d), float(sigma_qk), model)
     x_max = table.x_max
     h = h or min(0.05, 0.05 / max(1.0, beta * sigma_qk**2))
@@ -268,7 +278,7 @@ def _backward(fs, taus, beta, d, sigma_qk, model, z0, h):
         ab = banded_generator(xs[1] - xs[0], table.mu(xs), 0.5 * table.nu2(xs))
         vals = []
         for f in fs:
-            u = _propagate(ab, np.asarray(f(xs), dtype=float), taus[order], 1e-9)
+            u = propagate(ab, np.asarray(f(xs), dtype=float), taus[order], 1e-9)
             if z0 is None:
                 wq = uniform_overlap_density(xs, d)
                 wq = wq / wq.sum()
@@ -285,13 +295,11 @@ def _backward(fs, taus, beta, d, sigma_qk, model, z0, h):
 
 
 def _check_taus(tau, z0):
-    taus = np.atleast_1d(np.asarray(tau, dtype=float))
-    if taus.ndim != 1 or np.any(taus <= 0) or np.any(~np.isfinite(taus)):
-        raise ValueError("tau must be positive and finite")
+    taus = np.atleast_1d(check_real_array("tau", tau, 0.0, strict_min=True))
+    if taus.ndim != 1:
+        raise ValueError("tau must be a positive scalar or 1-D array")
     if z0 is not None:
-        z0 = check_real("z0", z0, -1.0, 1.0)
-        if abs(z0) >= 1.0:
-            raise ValueError("z0 must lie in the open interval (-1, 1)")
+        z0 = check_real("z0", z0, -1.0, 1.0, strict_min=True, strict_max=True)
     return taus, z0
 
 
@@ -300,7 +308,7 @@ def overlap_moments(tau, beta, d, sigma_qk=1.0, *, model="random_attention", z0=
 
     Backward Kolmogorov equation of :math:`X = \operatorname{atanh}R` on :math:`[-X, X]`
     (Dirichlet ends: :math:`\pm1` are fixed points), 4th-order differences and the
-    L-stable Pade steps of :mod:`stochastic_transformers.sde`, one grid halving as error
+    L-stable Pade steps of :mod:`stochastic_transformers.kolmogorov`, one grid halving as error
     estimate; averaged over the uniform initial overlap (``z0=None``) or at ``z0``.
     ``model="stochastic"`` is the main paper's (fixed A = I, tau = sigma^2 t).
     Returns ``(mean, second, msd, error)``, arrays over ``tau`` (error: the largest
@@ -389,9 +397,8 @@ def simplex_moments(gamma, n_tokens, beta, d, sigma_qk=1.0, *, n_samples=20000, 
     n_tokens = check_int("n_tokens", n_tokens, 2)
     beta = check_real("beta", beta, 0.0)
     d = check_int("d", d, 2)
-    gam = np.atleast_1d(np.asarray(gamma, dtype=float))
-    if np.any(gam < 0) or np.any(gam > 1):
-        raise ValueError("gamma must lie in [0, 1] (a nonnegative simplex overlap)")
+    # gamma is a nonnegative simplex overlap
+    gam = np.atleast_1d(check_real_array("gamma", gamma, 0.0, 1.0))
     rng = np.random.default_rng(seed)
     xi = rng.standard_normal((2, n_samples, n_tokens + 1, d))
     f, g, fse, gse = (np.empty(gam.size) for _ in range(4))

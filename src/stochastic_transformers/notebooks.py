@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .figures._common import repo_root
+from .figures.base import repo_root
 
 __all__ = ["available", "find", "parameters_of", "parse_parameters", "execute"]
 
@@ -79,15 +79,16 @@ def parse_parameters(path: Path, pairs, scale: str = "quick") -> dict:
     """``[(key, text), ...]`` -> typed papermill parameters, ``scale`` included.
 
     A key that is a knob of the notebook's figure is read like ``reproduce --set`` and
-    checked like the figure's ``compute`` checks it; any other key must be a name of the
-    notebook's parameters cell and is read as a Python literal when it is one (a
-    number, ``True``, ``None``, a quoted string), else kept as text.
+    checked, with the scale's other knobs, by the figure's knob schema
+    (:func:`.figures.base.module_knobs`, what its ``compute`` runs first); any other key
+    must be a name of the notebook's parameters cell and is read as a Python literal when
+    it is one (a number, ``True``, ``None``, a quoted string), else kept as text.
     """
     import ast
 
     from . import figures
-    from .figures._common import SCALE_NAMES, parse_settings
-    from ._validation import check_choice
+    from ._validation import SCALE_NAMES, check_choice
+    from .figures.base import module_knobs, parse_settings
 
     check_choice("scale", scale, SCALE_NAMES)
     names = parameters_of(path)
@@ -108,27 +109,10 @@ def parse_parameters(path: Path, pairs, scale: str = "quick") -> dict:
                 params[key] = ast.literal_eval(text)
             except (ValueError, SyntaxError):
                 params[key] = text
-    if nb_id in figures.REGISTRY:
-        given = {k: v for k, v in params.items() if k in knobs}
-        _check_knobs(figures.get(nb_id), scale, given)
+    given = {k: v for k, v in params.items() if k in knobs}
+    if given:
+        module_knobs(figures.get(nb_id), scale, given)
     return params
-
-
-def _check_knobs(module, scale, given):
-    """The figure's own checks, run on the scale's knobs with the given values, before any
-    compute: the shared checks of ``resolve_scale``, then the module's ``check_knobs``."""
-    from .figures._common import resolve_scale
-
-    if not hasattr(module, "SCALES") or not given:
-        return
-    if hasattr(module, "KNOBS"):  # fig2: its configuration checks
-        module._params(scale, given)
-        return
-    knobs = resolve_scale(module.SCALES, scale, given)
-    for name in ("check_knobs", "_check_knobs"):
-        if hasattr(module, name):
-            getattr(module, name)(knobs)
-            break
 
 
 def execute(path: Path, out_dir, parameters: dict, *, kernel: str = "python3") -> Path:

@@ -10,78 +10,45 @@ Three tools, all for the continuous-time limits rather than the discrete model:
 * :func:`simulate_token_sde`: Euler-Maruyama for N tokens of the limit SDEs, projected
   back onto the sphere after each step.
 
-Why :math:`x = \operatorname{atanh} z`.  By Ito's formula, :math:`dZ = a\,dt + b\,dB`
-becomes :math:`dX = \mu(X)\,dt + \nu(X)\,dB` with
-:math:`\mu = a/(1-z^2) + z\,b^2/(1-z^2)^2` and :math:`\nu = b/(1-z^2)`.  For the
-stochastic model with USA this gives
-
-.. math::
-
-    \mu = \tfrac{\sigma^2}{4}\bigl(2(d-2)e^{\beta(1+z)} + z(e^{2\beta}+e^{2\beta z})\bigr),\qquad
-    \nu = \sigma\sqrt{(e^{2\beta}+e^{2\beta z})/2},
-
-(SA: :math:`\mu` times :math:`m = 4/(e^\beta+e^{\beta z})^2`, :math:`\nu` times
-:math:`\sqrt m`), and for the hybrid model :math:`\mu = \lambda e^{\beta z}(1-\lambda\varepsilon^2e^\beta/2)`,
-:math:`\nu = \lambda\varepsilon e^{\beta z}` (:math:`\lambda = 1` for USA,
-:math:`2/(e^\beta+e^{\beta z})` for SA).  Both are smooth, bounded and tend to
-constants at :math:`\pm\infty`: X is a Brownian motion with drift far out, Z = tanh X
-never leaves [-1, 1], and Euler-Maruyama has its textbook weak order 1.
+Why :math:`x = \operatorname{atanh} z`.  Both coefficients of the overlap diffusion
+carry the factor :math:`1 - z^2` (the poles are fixed points), so in x they are smooth,
+bounded and tend to constants at :math:`\pm\infty`
+(:func:`stochastic_transformers.theory.atanh_coefficients` defines them): X is a Brownian
+motion with drift far out, Z = tanh X never leaves [-1, 1], and Euler-Maruyama has its
+textbook weak order 1.  The backward equation is solved by
+:mod:`stochastic_transformers.kolmogorov`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 
 import numpy as np
-from scipy import integrate, interpolate, linalg
+from scipy import integrate, interpolate
 
-from ._validation import ATTENTIONS, check_choice, check_int, check_real
+from . import kolmogorov
+from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_real_array
+from .theory import OVERLAP_MODELS, _atanh_coefficients
 
 __all__ = ["simulate_overlap_sde", "overlap_expectation", "simulate_token_sde"]
 
-MODELS = ("stochastic", "hybrid")
-
-#: Largest beta accepted here: USA coefficients grow like e^{2 beta}.
-BETA_MAX = 300.0
-
-
-# ----------------------------------------------------------------- coefficients in x
-def _x_coefficients(z, beta, d, attention, sigma, model, epsilon):
-    r"""Drift :math:`\mu` and diffusion :math:`\nu` of :math:`X = \operatorname{atanh} Z`, at overlaps ``z``.
-
-    SA forms are written with :math:`q = e^{\beta(z-1)} \le 1` so that nothing
-    overflows for large :math:`\beta`:
-    :math:`\mu = \sigma^2(2(d-2)q + z(1+q^2))/(1+q)^2`,
-    :math:`\nu = \sigma\sqrt{2(1+q^2)}/(1+q)`; hybrid SA:
-    :math:`\mu = \frac{2q}{1+q}(1 - \frac{\varepsilon^2}{1+q})`, :math:`\nu = \varepsilon\frac{2q}{1+q}`.
-    """
-    z = np.asarray(z, dtype=float)
-    if model == "stochastic":
-        if attention == "unnormalized":
-            e2 = np.exp(2.0 * beta) + np.exp(2.0 * beta * z)
-            mu = 0.25 * sigma**2 * (2.0 * (d - 2.0) * np.exp(beta * (1.0 + z)) + z * e2)
-            nu = sigma * np.sqrt(0.5 * e2)
-        else:
-            q = np.exp(beta * (z - 1.0))
-            mu = sigma**2 * (2.0 * (d - 2.0) * q + z * (1.0 + q * q)) / (1.0 + q) ** 2
-            nu = sigma * np.sqrt(2.0 * (1.0 + q * q)) / (1.0 + q)
-        return mu, nu
-    if attention == "unnormalized":
-        ebz = np.exp(beta * z)
-        return ebz * (1.0 - 0.5 * epsilon**2 * math.exp(beta)), epsilon * ebz
-    q = np.exp(beta * (z - 1.0))
-    g = 2.0 * q / (1.0 + q)
-    return g * (1.0 - epsilon**2 / (1.0 + q)), epsilon * g
+#: Largest beta the integrators accept (simulate_overlap_sde, overlap_expectation,
+#: simulate_token_sde).  With USA the drift and squared diffusion in x, and the token
+#: SDE's |A_i|^2, grow like e^{2 beta}: at beta = 300 that is 4e260, a factor of about
+#: 5e47 below the largest double (e^{2 beta} itself overflows at beta = 355), room for
+#: what multiplies it: sigma^2 and the 1/h^2 of the Kolmogorov grid, whose step
+#: 0.05 / (1 + beta) shrinks with beta.  SA stays finite for every beta; one bound
+#: serves both attention types so that their calls accept the same parameters.
+INTEGRATOR_BETA_MAX = 300.0
 
 
 def _validate_common(beta, d, attention, sigma, model, epsilon):
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
+    beta = check_real("beta", beta, 0.0, INTEGRATOR_BETA_MAX)
     d = check_int("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
     sigma = check_real("sigma", sigma, 0.0, strict_min=True)
-    check_choice("model", model, MODELS)
+    check_choice("model", model, OVERLAP_MODELS)
     epsilon = check_real("epsilon", epsilon, 0.0)
     return beta, d, sigma, epsilon
 
@@ -98,10 +65,10 @@ def _time_grid(T, dt, times):
     if times is None:
         times = np.array([T])
     else:
-        times = np.atleast_1d(np.asarray(times, dtype=float))
-        if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)):
+        times = np.atleast_1d(check_real_array("times", times, 0.0))
+        if times.ndim != 1 or times.size == 0:
             raise ValueError("times must be a non-empty 1-D array of finite numbers in [0, T]")
-        if np.any(times < 0.0) or np.any(times > T * (1 + 1e-12)):
+        if np.any(times > T * (1 + 1e-12)):
             raise ValueError(f"times must lie in [0, T] = [0, {T}]")
         if np.any(np.diff(times) < 0.0):
             raise ValueError("times must be non-decreasing")
@@ -147,7 +114,7 @@ def simulate_overlap_sde(
 
     Parameters
     ----------
-    beta : float, 0 <= beta <= 300
+    beta : float, 0 <= beta <= INTEGRATOR_BETA_MAX (300)
     d : int >= 2
     z0 : float, array of shape (n_paths,), or None
         Initial overlap(s) in [-1, 1]; ``None`` draws the overlap of two independent
@@ -184,9 +151,7 @@ def simulate_overlap_sde(
         a = 0.5 * (d - 1)
         z = 2.0 * rng.beta(a, a, size=n_paths) - 1.0
     else:
-        z = np.asarray(z0, dtype=float)
-        if not np.all(np.isfinite(z)) or np.any(np.abs(z) > 1.0):
-            raise ValueError("z0 must lie in [-1, 1]")
+        z = check_real_array("z0", z0, -1.0, 1.0)
         if z.ndim > 1 or (z.ndim == 1 and z.size != n_paths):
             raise ValueError(f"z0 must be a scalar or have shape (n_paths,) = ({n_paths},)")
         z = np.broadcast_to(z, (n_paths,)).copy()
@@ -198,7 +163,7 @@ def simulate_overlap_sde(
         out[k_rec] = np.tanh(x)
         k_rec += 1
     for k, h in enumerate(steps, start=1):
-        mu, nu = _x_coefficients(np.tanh(x), beta, d, attention, sigma, model, epsilon)
+        mu, nu = _atanh_coefficients(np.tanh(x), beta, d, attention, sigma, model, epsilon)
         x = x + mu * h + nu * math.sqrt(h) * rng.standard_normal(n_paths)
         while k_rec < len(record) and record[k_rec] == k:
             out[k_rec] = np.tanh(x)
@@ -220,7 +185,7 @@ def _domain(beta, d, attention, sigma, model, epsilon, t, x_in):
     this below :math:`e^{-32}`.
     """
     zs = np.linspace(-1.0, 1.0, 4001)
-    mu, nu = _x_coefficients(zs, beta, d, attention, sigma, model, epsilon)
+    mu, nu = _atanh_coefficients(zs, beta, d, attention, sigma, model, epsilon)
     nu_max = float(nu.max())
     lengths = {}
     # Left end: x -> -inf is z = -1 (index 0), outward means mu < 0; right end mirrored.
@@ -234,127 +199,17 @@ def _domain(beta, d, attention, sigma, model, epsilon, t, x_in):
     return -(x_in + lengths["lo"]), x_in + lengths["hi"]
 
 
-def _generator(xs, beta, d, attention, sigma, model, epsilon):
-    r"""4th-order finite-difference matrix of :math:`\mu\partial_x + \tfrac12\nu^2\partial_x^2`, banded.
+def _overlap_backward(f, xs, ts, beta, d, attention, sigma, model, epsilon, rtol):
+    r""":math:`E[f(Z_t) \mid Z_0 = \tanh x_i]` on the grid ``xs`` of x, shape (n_x, n_t).
 
-    See :func:`banded_generator`; the coefficients are those of the overlap diffusion.
+    :func:`stochastic_transformers.kolmogorov.solve_backward` with the overlap's
+    coefficients in x and the data :math:`f(\tanh x)`.
     """
-    mu, nu = _x_coefficients(np.tanh(xs), beta, d, attention, sigma, model, epsilon)
-    return banded_generator(xs[1] - xs[0], mu, 0.5 * nu**2)
-
-
-def banded_generator(h, mu, half_nu2):
-    r"""4th-order finite-difference matrix of :math:`\mu\partial_x + \tfrac12\nu^2\partial_x^2`.
-
-    On a uniform grid of step ``h`` with the coefficients ``mu`` and ``half_nu2`` given at
-    its points: centred 5-point stencils inside, 3-point ones next to the ends, and zero
-    rows at the two Dirichlet ends (their values stay frozen).  Returned in LAPACK band
-    storage for :func:`scipy.linalg.solve_banded` with (l, u) = (2, 2): ``ab[2 - k, i + k]``
-    holds the entry (i, i + k).  Any one-dimensional diffusion solved with
-    :func:`_propagate` goes through it.
-    """
-    mu = np.asarray(mu, dtype=float)
-    half_nu2 = np.asarray(half_nu2, dtype=float)
-    n = len(mu)
-    diags = {k: np.zeros(n) for k in (-2, -1, 0, 1, 2)}
-    inner = np.arange(2, n - 2)
-    m, q = mu[inner], half_nu2[inner]
-    diags[-2][inner] = m / (12 * h) - q / (12 * h * h)
-    diags[-1][inner] = -8 * m / (12 * h) + 16 * q / (12 * h * h)
-    diags[0][inner] = -30 * q / (12 * h * h)
-    diags[1][inner] = 8 * m / (12 * h) + 16 * q / (12 * h * h)
-    diags[2][inner] = -m / (12 * h) - q / (12 * h * h)
-    for i in (1, n - 2):
-        diags[-1][i] = -mu[i] / (2 * h) + half_nu2[i] / (h * h)
-        diags[0][i] = -2 * half_nu2[i] / (h * h)
-        diags[1][i] = mu[i] / (2 * h) + half_nu2[i] / (h * h)
-    ab = np.zeros((5, n))
-    for k, v in diags.items():
-        ab[2 - k] = np.roll(v, k)  # rows with i + k outside [0, n) are zero anyway
-    return ab
-
-
-def _banded_matvec(ab, u):
-    out = ab[2] * u
-    out[:-1] += ab[1, 1:] * u[1:]
-    out[:-2] += ab[0, 2:] * u[2:]
-    out[1:] += ab[3, :-1] * u[:-1]
-    out[2:] += ab[4, :-2] * u[:-2]
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _pade_poles(k=4):
-    r"""Poles and residues of the (k-1, k) Pade approximant of :math:`e^z`.
-
-    :math:`R = P/Q` with :math:`P_j = \frac{(2k-1-j)!\,(k-1)!}{(2k-1)!\,j!\,(k-1-j)!}`,
-    :math:`Q_j = (-1)^j\frac{(2k-1-j)!\,k!}{(2k-1)!\,j!\,(k-j)!}`: order 2k-1, L-stable
-    (:math:`R(-\infty) = 0`), and :math:`R(z) = \sum_i c_i/(z - r_i)` since deg P < deg Q.
-    """
-    f = math.factorial
-    P = [f(2 * k - 1 - j) * f(k - 1) / (f(2 * k - 1) * f(j) * f(k - 1 - j)) for j in range(k)]
-    Q = [(-1) ** j * f(2 * k - 1 - j) * f(k) / (f(2 * k - 1) * f(j) * f(k - j)) for j in range(k + 1)]
-    roots = np.roots(Q[::-1])
-    dQ = np.polynomial.polynomial.polyder(Q)
-    res = np.polynomial.polynomial.polyval(roots, P) / np.polynomial.polynomial.polyval(roots, dQ)
-    # Keep one pole of each conjugate pair (and real ones): R u = sum Re(w_i c_i (dt L - r_i)^-1 u).
-    keep = roots.imag >= -1e-12
-    weight = np.where(np.abs(roots.imag) > 1e-12, 2.0, 1.0)
-    return roots[keep], (res * weight)[keep], 2 * k - 1
-
-
-def _pade_step(ab, u, dt):
-    r"""One step :math:`u \mapsto R(\Delta t\,L)u` of the L-stable (3, 4) Pade scheme (order 7)."""
-    poles, residues, _ = _pade_poles()
-    out = np.zeros_like(u)
-    for r, c in zip(poles, residues):
-        m = (dt * ab).astype(complex)
-        m[2] -= r
-        out += (c * linalg.solve_banded((2, 2), m, u, overwrite_ab=True, check_finite=False)).real
-    return out
-
-
-def _propagate(ab, u0, ts, rtol):
-    r"""Values of :math:`e^{tL}u_0` at the sorted times ``ts``, by adaptive Pade steps.
-
-    Step doubling: a step of size :math:`\Delta t` is compared with two of size
-    :math:`\Delta t/2`; it is accepted when their difference (max norm over the grid)
-    is below ``rtol * max|u0| / 10`` (or at the rounding floor), and the two half
-    steps, corrected by the local Richardson term :math:`(u_2 - u_1)/(2^7-1)`, are
-    kept.  The semigroup of a Markov generator contracts the max norm, so local
-    errors add up rather than grow; an order-7 scheme needs few steps.  The operator
-    is linear and constant, so each step is a sum of shifted banded solves.
-    """
-    scale = rtol * max(1.0, float(np.max(np.abs(u0))))
-    tol = 0.1 * scale
-    floor = 1e-13 * max(1.0, float(np.max(np.abs(u0))))
-    t_end = float(ts[-1])
-    _, _, order = _pade_poles()
-    out = np.empty((len(u0), len(ts)))
-    u = u0.copy()
-    t = 0.0
-    dt = 1e-3 * t_end
-    for j, target in enumerate(ts):
-        while t < target:
-            step = min(dt, target - t)
-            one = _pade_step(ab, u, step)
-            half = _pade_step(ab, _pade_step(ab, u, 0.5 * step), 0.5 * step)
-            err = float(np.max(np.abs(half - one)))
-            if err <= max(tol, floor):
-                u = half + (half - one) / (2.0**order - 1.0)
-                t = target if step == target - t else t + step
-            factor = 0.9 * (max(tol, floor) / max(err, 1e-300)) ** (1.0 / (order + 1))
-            dt = step * min(2.0, max(0.2, factor))
-        out[:, j] = u
-    return out
-
-
-def _solve_backward(f, xs, ts, beta, d, attention, sigma, model, epsilon, rtol):
     u0 = np.asarray(f(np.tanh(xs)), dtype=float)
     if u0.shape != xs.shape:
         raise ValueError("f must map an array of overlaps to an array of the same shape")
-    ab = _generator(xs, beta, d, attention, sigma, model, epsilon)
-    return _propagate(ab, u0, ts, rtol)  # (n_x, n_t)
+    mu, nu = _atanh_coefficients(np.tanh(xs), beta, d, attention, sigma, model, epsilon)
+    return kolmogorov.solve_backward(u0, xs, ts, mu, 0.5 * nu**2, rtol)
 
 
 def overlap_expectation(
@@ -383,7 +238,8 @@ def overlap_expectation(
     (see ``_domain``: the truncation error is below about :math:`e^{-32}\|f\|`).
     Time: the L-stable (3, 4) Pade approximant of the exponential (order 7), with
     adaptive step doubling (local error per step below ``atol/100``; see
-    ``_propagate``).  The grid is halved (nested grids) until the Richardson
+    :func:`stochastic_transformers.kolmogorov.propagate`).  The grid is halved (nested
+    grids) until the Richardson
     estimate :math:`|u_{h/2} - u_h|/15` of the error of the finer solution is below
     ``atol``; the returned value is the extrapolation :math:`(16u_{h/2} - u_h)/15`,
     whose error is asymptotically much smaller than that estimate.  The answer is
@@ -398,7 +254,7 @@ def overlap_expectation(
         [-1, 1] (e.g. ``lambda z: z``, ``lambda z: z**2``).
     z0 : float or 1-D array in (-1, 1)
     t : float or 1-D array, > 0 and <= 50
-    beta : float, 0 <= beta <= 300
+    beta : float, 0 <= beta <= INTEGRATOR_BETA_MAX (300)
     d : int >= 2
     attention : {"softmax", "unnormalized"}
     sigma : float > 0
@@ -422,11 +278,11 @@ def overlap_expectation(
     if not callable(f):
         raise ValueError("f must be a callable f(z_array) -> array")
     atol = check_real("atol", atol, 0.0, strict_min=True)
-    z0s = np.atleast_1d(np.asarray(z0, dtype=float))
-    ts = np.atleast_1d(np.asarray(t, dtype=float))
-    if z0s.ndim != 1 or not np.all(np.isfinite(z0s)) or np.any(np.abs(z0s) >= 1.0):
+    z0s = np.atleast_1d(check_real_array("z0", z0, -1.0, 1.0, strict_min=True, strict_max=True))
+    ts = np.atleast_1d(check_real_array("t", t, 0.0, 50.0, strict_min=True))
+    if z0s.ndim != 1:
         raise ValueError("z0 must be a scalar or 1-D array in the open interval (-1, 1)")
-    if ts.ndim != 1 or not np.all(np.isfinite(ts)) or np.any(ts <= 0.0) or np.any(ts > 50.0):
+    if ts.ndim != 1:
         raise ValueError("t must be a scalar or 1-D array in (0, 50]")
     scalar = np.ndim(z0) == 0 and np.ndim(t) == 0
     order = np.argsort(ts)
@@ -449,7 +305,8 @@ def overlap_expectation(
                     "reduce t or beta, or raise h"
                 )
             xs = np.linspace(lo, hi, n)
-            u = _solve_backward(f, xs, t_sorted, beta, d, attention, sigma, model, epsilon, atol / 10.0)
+            u = _overlap_backward(f, xs, t_sorted, beta, d, attention, sigma, model, epsilon,
+                                  atol / 10.0)
             current = np.stack([interpolate.CubicSpline(xs, u[:, j])(x0s) for j in range(len(t_sorted))])
             if previous is not None:
                 values = (16.0 * current - previous) / 15.0
@@ -478,7 +335,7 @@ def _deterministic_expectation(f, z0s, ts, beta, attention):
 
     def rhs(_t, x):
         # In x = atanh z the flow dx/dt = mu(tanh x) is bounded and never reaches +-inf.
-        mu, _ = _x_coefficients(np.tanh(x), beta, 2, attention, 1.0, "hybrid", 0.0)
+        mu, _ = _atanh_coefficients(np.tanh(x), beta, 2, attention, 1.0, "hybrid", 0.0)
         return mu
 
     res = []
@@ -545,7 +402,7 @@ def simulate_token_sde(
     ----------
     X0 : array of shape (n_paths, N, d)
         Initial unit vectors (renormalised; rejected if a norm is off by > 1e-6).
-    beta : float, 0 <= beta <= 300
+    beta : float, 0 <= beta <= INTEGRATOR_BETA_MAX (300)
     T, dt, times : as in :func:`simulate_overlap_sde`
     attention : {"softmax", "unnormalized"}
     sigma : float > 0
@@ -558,13 +415,11 @@ def simulate_token_sde(
     ndarray of shape (len(times), n_paths, N, N)
         Gram matrices :math:`\langle Y^i_t, Y^j_t\rangle`.
     """
-    X0 = np.asarray(X0, dtype=float)
+    X0 = check_real_array("X0", X0)
     if X0.ndim != 3 or X0.shape[1] < 1 or X0.shape[2] < 2:
         raise ValueError("X0 must have shape (n_paths, N, d) with N >= 1 and d >= 2")
     d = X0.shape[2]
     beta, d, sigma, epsilon = _validate_common(beta, d, attention, sigma, model, epsilon)
-    if not np.all(np.isfinite(X0)):
-        raise ValueError("X0 must be finite")
     norms = np.linalg.norm(X0, axis=2, keepdims=True)
     if np.any(np.abs(norms - 1.0) > 1e-6):
         raise ValueError("X0 must contain unit vectors (norms within 1e-6 of 1)")

@@ -21,15 +21,12 @@ import statistics
 
 import numpy as np
 
-from ._validation import check_real
+from ._validation import check_count_array, check_probability_array, check_real
 
 __all__ = [
-    "normal_quantile",
-    "proportion",
-    "wilson_interval",
-    "binomial_standard_error",
-    "max_deviation_in_se",
-    "agreement_z",
+    "normal_quantile", "proportion", "wilson_interval", "binomial_standard_error",
+    "max_deviation_in_se", "agreement_z", "count_z", "add_fraction", "add_fraction_where",
+    "homogeneity_test", "two_proportion_z", "t_interval", "sign_test",
 ]
 
 
@@ -55,27 +52,10 @@ def normal_quantile(level: float = 0.95) -> float:
     return statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
-def _counts(name: str, value) -> np.ndarray:
-    """``value`` as a float array of non-negative whole numbers, else ValueError."""
-    arr = np.asarray(value)
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer)
-                                 or np.issubdtype(arr.dtype, np.floating)):
-        raise ValueError(f"{name} must be a non-negative integer count (or an array of them), "
-                         f"got dtype {arr.dtype}")
-    arr = arr.astype(float)
-    # Counts often arrive as floats (xarray promotes to float when it fills
-    # gaps), so whole-valued floats are accepted; fractions are not counts.
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr)):
-        bad = arr[~(np.isfinite(arr) & (arr >= 0) & (arr == np.round(arr)))].ravel()[0]
-        raise ValueError(f"{name} must be a non-negative integer count (or an array of them), "
-                         f"got {bad!r}")
-    return arr
-
-
 def _counts_pair(k, n) -> tuple[np.ndarray, np.ndarray]:
     """Validated, broadcast ``(k, n)`` with ``0 <= k <= n``."""
-    k_arr = _counts("k", k)
-    n_arr = _counts("n", n)
+    k_arr = check_count_array("k", k)
+    n_arr = check_count_array("n", n)
     try:
         k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
     except ValueError:
@@ -183,25 +163,12 @@ def binomial_standard_error(p, n):
         The standard error of ``k / n`` for ``k ~ Binomial(n, p)``; ``0`` where
         ``p`` is 0 or 1, ``nan`` where ``n = 0``.
     """
-    p_arr = _probabilities("p", p)
-    n_arr = _counts("n", n)
+    p_arr = check_probability_array("p", p)
+    n_arr = check_count_array("n", n)
     p_arr, n_arr = np.broadcast_arrays(p_arr, n_arr)
     n_safe = np.where(n_arr > 0, n_arr, 1.0)
     se = np.where(n_arr > 0, np.sqrt(p_arr * (1.0 - p_arr) / n_safe), np.nan)
     return _unwrap(se)
-
-
-def _probabilities(name: str, value) -> np.ndarray:
-    """``value`` as a float array in ``[0, 1]`` (``nan`` allowed), else ValueError."""
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}") from None
-    finite = arr[~np.isnan(arr)]
-    if np.any((finite < 0) | (finite > 1)):
-        bad = finite[(finite < 0) | (finite > 1)].ravel()[0]
-        raise ValueError(f"{name} must be a probability in [0, 1], got {bad!r}")
-    return arr
 
 
 def max_deviation_in_se(p_hat, n, p_theory) -> float:
@@ -231,9 +198,9 @@ def max_deviation_in_se(p_hat, n, p_theory) -> float:
     float
         The largest deviation, ``nan`` if no entry carries information.
     """
-    p_hat_arr = _probabilities("p_hat", p_hat)
-    p_th = _probabilities("p_theory", p_theory)
-    n_arr = _counts("n", n)
+    p_hat_arr = check_probability_array("p_hat", p_hat)
+    p_th = check_probability_array("p_theory", p_theory)
+    n_arr = check_count_array("n", n)
     try:
         p_hat_arr, n_arr, p_th = np.broadcast_arrays(p_hat_arr, n_arr, p_th)
     except ValueError:
@@ -286,3 +253,156 @@ def count_z(observed, expected, variance):
     diff = observed - expected
     excess = np.maximum(np.abs(diff) - 0.5, 0.0)
     return np.sign(diff) * excess / np.sqrt(np.maximum(variance, 0.25))
+
+
+# ----------------------------------------------------------------------------- figure statistics
+# The comparisons the figure modules make: fractions of a sweep's counts with their Wilson
+# bands, the test that several laws share one probability, and the paired comparison of
+# two training runs.
+
+def add_fraction(ds, count_var: str, total_var, name: str, level: float = 0.95):
+    """Add an observed fraction and its Wilson interval to a sweep dataset.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Typically the output of :func:`stochastic_transformers.sweep.run_sweep`.
+    count_var : str
+        Variable holding success counts ``k``.
+    total_var : str or int
+        Variable holding trial counts ``n`` (broadcast against ``k``), or one
+        number of trials shared by every entry.
+    name : str
+        Name of the new fraction variable.
+    level : float, default 0.95
+        Confidence level of the interval.
+
+    Returns
+    -------
+    xarray.Dataset
+        A copy of ``ds`` with ``name = k / n``, ``name_low`` and ``name_high``
+        (the Wilson bounds), ``nan`` where ``n = 0``.
+    """
+    import re
+    from numbers import Integral
+
+    import xarray as xr
+
+    if not isinstance(count_var, str) or count_var not in ds.data_vars:
+        raise ValueError(f"count_var must name a variable of the dataset "
+                         f"({sorted(ds.data_vars)}), got {count_var!r}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"name must be a variable name (identifier), got {name!r}")
+    k = ds[count_var]
+    if isinstance(total_var, str):
+        if total_var not in ds.variables:
+            raise ValueError(f"total_var must name a variable of the dataset "
+                             f"({sorted(ds.data_vars)}) or be a number, got {total_var!r}")
+        n = ds[total_var]
+    elif isinstance(total_var, Integral) and not isinstance(total_var, bool):
+        n = xr.full_like(k, int(total_var))
+    else:
+        raise ValueError(f"total_var must name a variable of the dataset or be an integer "
+                         f"number of trials, got {total_var!r}")
+    k, n = xr.broadcast(k, n)
+    n = n.transpose(*k.dims)
+    low, high = wilson_interval(k.values, n.values, level)
+    frac = proportion(k.values, n.values)
+    pct = f"{100 * level:g}%"
+    return ds.assign({
+        name: (k.dims, np.asarray(frac), {"long_name": f"{count_var} / {total_var}"}),
+        f"{name}_low": (k.dims, np.asarray(low),
+                        {"long_name": f"lower bound of the Wilson {pct} interval of {name}"}),
+        f"{name}_high": (k.dims, np.asarray(high),
+                         {"long_name": f"upper bound of the Wilson {pct} interval of {name}"}),
+    })
+
+
+def add_fraction_where(ds, count_var: str, total_var: str, name: str, defined):
+    """:func:`add_fraction` where ``defined`` holds, ``nan`` elsewhere.
+
+    For totals that are missing or zero in some entries (a grid filled out with ``nan``,
+    a count of trajectories not yet merged): the interval is computed with a total of 1
+    there, and every entry outside ``defined`` is then masked.  The total is read as
+    ``<total_var>_or_one``, the name the fraction's ``long_name`` records.
+    """
+    placeholder = f"{total_var}_or_one"
+    ds = ds.assign({placeholder: ds[total_var].where(defined, 1)})
+    ds = add_fraction(ds, count_var, placeholder, name).drop_vars(placeholder)
+    for var in (name, f"{name}_low", f"{name}_high"):
+        ds[var] = ds[var].where(defined)
+    return ds
+
+
+def homogeneity_test(counts, totals):
+    r"""Chi-square test that several binomial samples share one success probability.
+
+    ``counts`` and ``totals`` have shape (n_groups, ...): for every trailing index the
+    (n_groups x 2) table of successes and failures is tested with Pearson's statistic,
+    :math:`n_{groups} - 1` degrees of freedom.  A column with no entries (every sample
+    all-success or all-failure) carries no information: statistic 0, 0 degrees of
+    freedom, p-value 1.
+
+    Returns ``(statistic, dof, p_value)`` with the trailing shape.
+    """
+    from scipy import stats
+
+    k = np.asarray(counts, dtype=float)
+    n = np.asarray(totals, dtype=float)
+    if k.shape != n.shape or k.ndim < 1 or k.shape[0] < 2:
+        raise ValueError("counts and totals must have the same shape (n_groups >= 2, ...)")
+    if np.any(k < 0) or np.any(k > n):
+        raise ValueError("counts must lie between 0 and totals")
+    table = np.stack([k, n - k], axis=-1)  # (g, ..., 2)
+    row = table.sum(-1, keepdims=True)
+    col = table.sum(0, keepdims=True)
+    grand = table.sum((0, -1), keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = row * col / grand
+        terms = np.where(expected > 0, (table - expected) ** 2 / np.where(expected > 0,
+                                                                            expected, 1.0), 0.0)
+    stat = terms.sum((0, -1))
+    informative = np.all(col[0] > 0, axis=-1)
+    dof = np.where(informative, k.shape[0] - 1, 0)
+    stat = np.where(informative, stat, 0.0)
+    p = np.where(dof > 0, stats.chi2.sf(stat, np.maximum(dof, 1)), 1.0)
+    return stat, dof, p
+
+
+def two_proportion_z(k1, n1, k2, n2):
+    """Pooled two-proportion z statistic (k1/n1 - k2/n2) / se; 0 where both are 0 or 1."""
+    k1, n1, k2, n2 = (np.asarray(x, dtype=float) for x in (k1, n1, k2, n2))
+    pooled = (k1 + k2) / (n1 + n2)
+    se = np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(se > 0, (k1 / n1 - k2 / n2) / np.where(se > 0, se, 1.0), 0.0)
+
+
+def t_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` and its two-sided Student-t interval ``(mean, low, high)``.
+
+    With fewer than two values the interval is infinite.
+    """
+    import math
+
+    from scipy import stats as sps
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, -math.inf, math.inf
+    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def sign_test(wins: int, losses: int) -> tuple[float, float]:
+    """One-sided P(at least ``wins`` of the untied pairs) and the two-sided p-value
+    (ties are left out before calling), exact under the fair coin."""
+    import math
+
+    n = wins + losses
+    if n == 0:
+        return 1.0, 1.0
+    upper = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
+    tail = sum(math.comb(n, k) for k in range(0, min(wins, losses) + 1)) / 2 ** n
+    return upper, min(1.0, 2 * tail)

@@ -74,9 +74,8 @@ import numpy as np
 
 from ._validation import check_int
 from .io import atomic_path, provenance, write_netcdf
-from .stats import proportion, wilson_interval
 
-__all__ = ["run_sweep", "cell_seed", "cache_key", "add_fraction", "save_sweep", "load_sweep"]
+__all__ = ["run_sweep", "cell_seed", "cache_key", "save_sweep", "load_sweep"]
 
 logger = logging.getLogger(__name__)
 
@@ -870,61 +869,6 @@ def _sweep_attrs(plan, run, scheduler) -> dict:
         "cell_time_computed_s": float(run.computed_time),
         **provenance(),
     }
-
-
-def add_fraction(ds, count_var: str, total_var, name: str, level: float = 0.95):
-    """Add an observed fraction and its Wilson interval to a sweep dataset.
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        Typically the output of :func:`run_sweep`.
-    count_var : str
-        Variable holding success counts ``k``.
-    total_var : str or int
-        Variable holding trial counts ``n`` (broadcast against ``k``), or one
-        number of trials shared by every entry.
-    name : str
-        Name of the new fraction variable.
-    level : float, default 0.95
-        Confidence level of the interval.
-
-    Returns
-    -------
-    xarray.Dataset
-        A copy of ``ds`` with ``name = k / n``, ``name_low`` and ``name_high``
-        (the Wilson bounds), ``nan`` where ``n = 0``.
-    """
-    import xarray as xr
-
-    if not isinstance(count_var, str) or count_var not in ds.data_vars:
-        raise ValueError(f"count_var must name a variable of the dataset "
-                         f"({sorted(ds.data_vars)}), got {count_var!r}")
-    if not isinstance(name, str) or not _VAR_RE.match(name):
-        raise ValueError(f"name must be a variable name (identifier), got {name!r}")
-    k = ds[count_var]
-    if isinstance(total_var, str):
-        if total_var not in ds.variables:
-            raise ValueError(f"total_var must name a variable of the dataset "
-                             f"({sorted(ds.data_vars)}) or be a number, got {total_var!r}")
-        n = ds[total_var]
-    elif isinstance(total_var, Integral) and not isinstance(total_var, bool):
-        n = xr.full_like(k, int(total_var))
-    else:
-        raise ValueError(f"total_var must name a variable of the dataset or be an integer "
-                         f"number of trials, got {total_var!r}")
-    k, n = xr.broadcast(k, n)
-    n = n.transpose(*k.dims)
-    low, high = wilson_interval(k.values, n.values, level)
-    frac = proportion(k.values, n.values)
-    pct = f"{100 * level:g}%"
-    return ds.assign({
-        name: (k.dims, np.asarray(frac), {"long_name": f"{count_var} / {total_var}"}),
-        f"{name}_low": (k.dims, np.asarray(low),
-                        {"long_name": f"lower bound of the Wilson {pct} interval of {name}"}),
-        f"{name}_high": (k.dims, np.asarray(high),
-                         {"long_name": f"upper bound of the Wilson {pct} interval of {name}"}),
-    })
 
 
 def save_sweep(ds, path) -> Path:

@@ -66,12 +66,14 @@ import numpy as np
 from numpy.polynomial import Chebyshev
 from scipy import integrate, optimize, special
 
-from ._validation import ATTENTIONS, check_choice, check_int, check_real
+from ._validation import (ATTENTIONS, check_choice, check_int, check_int_array, check_real,
+                          check_real_array)
 
 __all__ = [
     "critical_beta",
     "critical_epsilon",
     "antipodal_attracting",
+    "atanh_coefficients",
     "overlap_drift",
     "overlap_diffusion",
     "hybrid_overlap_drift",
@@ -85,50 +87,21 @@ __all__ = [
 
 POLES = ("single", "antipodal")
 
-#: Largest inverse temperature accepted by the scale-function routines.  The
-#: Chebyshev degree grows like :math:`\beta^{1/4}` (about 60 terms at beta = 1, 200
-#: at 50, 1000 at 1e4).
-BETA_MAX = 1.0e4
+#: Largest inverse temperature the scale-function routines evaluate (scale_density,
+#: antipodal_probability, escape_probability, stopping_angles).  Two things bound it:
+#: the Chebyshev series of R, whose degree grows like :math:`\beta^{1/4}` (about 60
+#: terms at beta = 1, 200 at 50, 1000 at 1e4, and the fit gives up at 8192), and the
+#: fixed graded rule near 0 (:func:`_lower_rule`), whose panels resolve the sech feature
+#: of width :math:`\beta^{-1/2}` down to 2^-12 of the angle.  1e4 keeps both well inside
+#: their range; the coefficient functions above take any beta >= 0.
+SCALE_FUNCTION_BETA_MAX = 1.0e4
 
 _LOG2 = math.log(2.0)
 
 
-# --------------------------------------------------------------------------- validation
-def _real_array(name, value, minimum=None, maximum=None, *, strict_min=False):
-    """Validate a real scalar or array; return (array, was_scalar)."""
-    if np.ndim(value) == 0:
-        return np.asarray(check_real(name, value, minimum, maximum, strict_min=strict_min)), True
-    arr = np.asarray(value)
-    numeric = np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    if arr.dtype == bool or not numeric:
-        raise ValueError(f"{name} must be a real number or an array of real numbers, got dtype {arr.dtype}")
-    arr = arr.astype(float)
-    lo = "" if minimum is None else (f"> {minimum}" if strict_min else f">= {minimum}")
-    hi = "" if maximum is None else f"<= {maximum}"
-    rng = " and ".join(s for s in (lo, hi) if s) or "finite"
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite real numbers ({rng})")
-    if minimum is not None and np.any(arr <= minimum if strict_min else arr < minimum):
-        raise ValueError(f"{name} must be {rng}, got min {arr.min()}")
-    if maximum is not None and np.any(arr > maximum):
-        raise ValueError(f"{name} must be {rng}, got max {arr.max()}")
-    return arr, False
-
-
-def _dim_array(value):
-    """Validate the dimension ``d`` (integer >= 2, scalar or integer array)."""
-    if np.ndim(value) == 0:
-        return np.asarray(check_int("d", value, 2)), True
-    arr = np.asarray(value)
-    if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool:
-        raise ValueError(f"d must be an integer >= 2 (or an integer array), got dtype {arr.dtype}")
-    if np.any(arr < 2):
-        raise ValueError(f"d must be an integer >= 2, got min {arr.min()}")
-    return arr.astype(np.int64), False
-
-
-def _out(x, scalar):
-    return float(x) if scalar else x
+def _out(x):
+    """A float for a 0-d result (every array argument was a scalar), else the array."""
+    return float(x) if np.ndim(x) == 0 else x
 
 
 # ------------------------------------------------------------------- closed forms
@@ -150,9 +123,9 @@ def critical_beta(d):
     -------
     float or ndarray
     """
-    d, scalar = _dim_array(d)
+    d = check_int_array("d", d, 2)
     out = 0.5 * np.arccosh(np.maximum(d - 2.0, 1.0))
-    return _out(out, scalar)
+    return _out(out)
 
 
 def critical_epsilon(beta):
@@ -163,8 +136,8 @@ def critical_epsilon(beta):
     beta : float or array
         Inverse temperature, ``beta >= 0``.
     """
-    beta, scalar = _real_array("beta", beta, 0.0)
-    return _out(np.sqrt(2.0 * np.exp(-beta)), scalar)
+    beta = check_real_array("beta", beta, 0.0)
+    return _out(np.sqrt(2.0 * np.exp(-beta)))
 
 
 def antipodal_attracting(beta, d):
@@ -173,22 +146,121 @@ def antipodal_attracting(beta, d):
     (+1, the single cluster, always attracts.)  Returns a bool, or a bool array
     broadcast over ``beta`` and ``d``.
     """
-    beta, sb = _real_array("beta", beta, 0.0)
-    d, sd = _dim_array(d)
+    beta = check_real_array("beta", beta, 0.0)
+    d = check_int_array("d", d, 2)
     out = (d - 2.0) < np.cosh(2.0 * beta)
-    return bool(out) if (sb and sd) else out
+    return bool(out) if np.ndim(out) == 0 else out
 
 
-def _uv_factors(z, beta):
-    # e^{2beta} + e^{2beta z} and e^{beta(1+z)}: the two exponentials of Lemma 4.
-    return np.exp(2.0 * beta) + np.exp(2.0 * beta * z), np.exp(beta * (1.0 + z))
+# ------------------------------------------------------- the two-token coefficients
+#: The two limits of Lemma 4 and Proposition 1 whose overlap coefficients are defined here.
+OVERLAP_MODELS = ("stochastic", "hybrid")
+
+
+def _atanh_coefficients(z, beta, d, attention, sigma, model="stochastic", epsilon=0.0):
+    r"""Drift :math:`\mu` and diffusion :math:`\nu` of :math:`X = \operatorname{atanh} Z` at overlaps ``z``.
+
+    The one definition of the two-token coefficients (formulas in
+    :func:`atanh_coefficients`), without argument checks: :mod:`.sde` calls it at every
+    Euler step and on every Kolmogorov grid after checking its arguments once.  The
+    softmax forms use :math:`q = e^{\beta(z-1)} \le 1`, so nothing overflows at large
+    :math:`\beta`.  ``beta``, ``d`` and ``epsilon`` may be arrays (broadcast with ``z``).
+    """
+    z = np.asarray(z, dtype=float)
+    if model == "stochastic":
+        if attention == "unnormalized":
+            e2 = np.exp(2.0 * beta) + np.exp(2.0 * beta * z)
+            mu = 0.25 * sigma**2 * (2.0 * (d - 2.0) * np.exp(beta * (1.0 + z)) + z * e2)
+            nu = sigma * np.sqrt(0.5 * e2)
+        else:
+            q = np.exp(beta * (z - 1.0))
+            mu = sigma**2 * (2.0 * (d - 2.0) * q + z * (1.0 + q * q)) / (1.0 + q) ** 2
+            nu = sigma * np.sqrt(2.0 * (1.0 + q * q)) / (1.0 + q)
+        return mu, nu
+    if attention == "unnormalized":
+        ebz = np.exp(beta * z)
+        # math.exp for a scalar beta (the integrators' case), numpy's for an array of them.
+        e_beta = math.exp(beta) if np.ndim(beta) == 0 else np.exp(beta)
+        return ebz * (1.0 - 0.5 * epsilon**2 * e_beta), epsilon * ebz
+    q = np.exp(beta * (z - 1.0))
+    g = 2.0 * q / (1.0 + q)
+    return g * (1.0 - epsilon**2 / (1.0 + q)), epsilon * g
+
+
+def _overlap_drift_from_atanh(z, mu, nu):
+    r"""Ito's formula back from :math:`x = \operatorname{atanh} z`: :math:`a = (1-z^2)(\mu - z\nu^2)`."""
+    return (1.0 - z * z) * (mu - z * nu * nu)
+
+
+def atanh_coefficients(z, beta, d, attention="softmax", sigma=1.0, *, model="stochastic",
+                       epsilon=0.0):
+    r"""Drift and diffusion of :math:`X = \operatorname{atanh} Z` for the two-token overlap.
+
+    By Ito's formula, :math:`dZ = a\,dt + b\,dB` becomes :math:`dX = \mu\,dt + \nu\,dB` with
+    :math:`\mu = a/(1-z^2) + z\,b^2/(1-z^2)^2` and :math:`\nu = b/(1-z^2)`, evaluated at
+    :math:`z = \tanh x`.  Both :math:`a` and :math:`b` carry the factor :math:`1 - z^2`
+    (the poles are fixed points), so :math:`\mu, \nu` are smooth and bounded for every
+    finite :math:`\beta` and tend to constants at :math:`x \to \pm\infty`: far out, X is a
+    Brownian motion with drift.  This is the form every other coefficient of the
+    library is computed from (:func:`overlap_drift`, :func:`overlap_diffusion`,
+    :func:`hybrid_overlap_drift`, :func:`hybrid_overlap_diffusion` by
+    :math:`a = (1-z^2)(\mu - z\nu^2)`, :math:`b = (1-z^2)\nu`; the integrators of
+    :mod:`stochastic_transformers.sde`; the fixed-attention table of
+    :mod:`stochastic_transformers.homogenized`).
+
+    ``model="stochastic"`` (Lemma 4), USA:
+
+    .. math::
+
+        \mu = \tfrac{\sigma^2}{4}\bigl(2(d-2)e^{\beta(1+z)} + z(e^{2\beta}+e^{2\beta z})\bigr),\qquad
+        \nu = \sigma\sqrt{(e^{2\beta}+e^{2\beta z})/2};
+
+    SA: :math:`\mu` times :math:`m = 4/(e^\beta+e^{\beta z})^2` and :math:`\nu` times
+    :math:`\sqrt m`, computed with :math:`q = e^{\beta(z-1)} \le 1` as
+    :math:`\mu = \sigma^2(2(d-2)q + z(1+q^2))/(1+q)^2`,
+    :math:`\nu = \sigma\sqrt{2(1+q^2)}/(1+q)`.
+
+    ``model="hybrid"`` (Proposition 1 for USA; SA by the same Ito computation):
+    :math:`\mu = \lambda e^{\beta z}(1 - \lambda\varepsilon^2e^\beta/2)`,
+    :math:`\nu = \lambda\varepsilon e^{\beta z}` with :math:`\lambda = 1` (USA) or
+    :math:`2/(e^\beta+e^{\beta z})` (SA), i.e. :math:`\lambda e^{\beta z} = 2q/(1+q)` and
+    :math:`\lambda e^\beta = 2/(1+q)`.
+
+    Parameters
+    ----------
+    z : float or array in [-1, 1]
+    beta : float or array, >= 0
+    d : int or int array, >= 2
+        Enters the stochastic drift only.
+    attention : {"softmax", "unnormalized"}
+    sigma : float, > 0
+        Value-matrix standard deviation (stochastic model only).
+    model : {"stochastic", "hybrid"}
+    epsilon : float or array, >= 0
+        Noise amplitude of the hybrid model (ignored by the stochastic model).
+
+    Returns
+    -------
+    (mu, nu) : floats, or arrays broadcast from the arguments that enter each
+    """
+    z = check_real_array("z", z, -1.0, 1.0)
+    beta = check_real_array("beta", beta, 0.0)
+    d = check_int_array("d", d, 2)
+    check_choice("attention", attention, ATTENTIONS)
+    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    check_choice("model", model, OVERLAP_MODELS)
+    epsilon = check_real_array("epsilon", epsilon, 0.0)
+    mu, nu = _atanh_coefficients(z, beta, d, attention, sigma, model, epsilon)
+    return _out(mu), _out(nu)
 
 
 def overlap_drift(z, beta, d, attention="softmax", sigma=1.0):
     r"""Drift :math:`a(z)` of the two-token overlap diffusion (Lemma 4).
 
     USA: :math:`a(z) = \tfrac{\sigma^2}{4}(1-z^2)\bigl(2(d-2)e^{\beta(1+z)} - z(e^{2\beta}+e^{2\beta z})\bigr)`;
-    SA: the same times :math:`4/(e^\beta + e^{\beta z})^2`.
+    SA: the same times :math:`4/(e^\beta + e^{\beta z})^2`.  Computed as
+    :math:`(1-z^2)(\mu - z\nu^2)` from :func:`atanh_coefficients`, which is finite for
+    every :math:`\beta` with SA.
 
     Parameters
     ----------
@@ -199,35 +271,29 @@ def overlap_drift(z, beta, d, attention="softmax", sigma=1.0):
     sigma : float, > 0
         Standard deviation of the entries of the value matrices.
     """
-    z, sz = _real_array("z", z, -1.0, 1.0)
-    beta, sb = _real_array("beta", beta, 0.0)
-    d, sd = _dim_array(d)
+    z = check_real_array("z", z, -1.0, 1.0)
+    beta = check_real_array("beta", beta, 0.0)
+    d = check_int_array("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
     sigma = check_real("sigma", sigma, 0.0, strict_min=True)
-    e2, e1 = _uv_factors(z, beta)
-    a = 0.25 * sigma**2 * (1.0 - z * z) * (2.0 * (d - 2.0) * e1 - z * e2)
-    if attention == "softmax":
-        a = a * 4.0 / (np.exp(beta) + np.exp(beta * z)) ** 2
-    return _out(a, sz and sb and sd)
+    mu, nu = _atanh_coefficients(z, beta, d, attention, sigma)
+    return _out(_overlap_drift_from_atanh(z, mu, nu))
 
 
 def overlap_diffusion(z, beta, d, attention="softmax", sigma=1.0):
     r"""Diffusion coefficient :math:`b(z)` (not squared) of the overlap diffusion.
 
     USA: :math:`b(z) = \sigma(1-z^2)\sqrt{(e^{2\beta}+e^{2\beta z})/2}`;
-    SA: the same times :math:`2/(e^\beta + e^{\beta z})`.  ``d`` is validated but
-    does not enter.
+    SA: the same times :math:`2/(e^\beta + e^{\beta z})`.  Computed as :math:`(1-z^2)\nu`
+    from :func:`atanh_coefficients`.  ``d`` is validated but does not enter.
     """
-    z, sz = _real_array("z", z, -1.0, 1.0)
-    beta, sb = _real_array("beta", beta, 0.0)
-    d, sd = _dim_array(d)
+    z = check_real_array("z", z, -1.0, 1.0)
+    beta = check_real_array("beta", beta, 0.0)
+    d = check_int_array("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
     sigma = check_real("sigma", sigma, 0.0, strict_min=True)
-    e2, _ = _uv_factors(z, beta)
-    b = sigma * (1.0 - z * z) * np.sqrt(0.5 * e2) + 0.0 * d  # broadcast with d like the drift
-    if attention == "softmax":
-        b = b * 2.0 / (np.exp(beta) + np.exp(beta * z))
-    return _out(b, sz and sb and sd)
+    _, nu = _atanh_coefficients(z, beta, d, attention, sigma)
+    return _out((1.0 - z * z) * nu + 0.0 * d)  # broadcast with d like the drift
 
 
 def two_cluster_weights(z, beta, m1, m2, attention="softmax"):
@@ -263,8 +329,9 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     Theorem 1 its overlap :math:`Z = \langle y_1, y_2\rangle` is a closed diffusion
     :math:`dZ = \mu(Z)\,dt + s(Z)\,dB`, by Ito's formula with
     :math:`\operatorname{tr}(P_{y_1}P_{y_2}) = d - 2 + z^2`.  This reduction is the
-    companion's, not the paper's (the book does not present it yet); the tests check it
-    against Lemma 4 and against one-step moments of the discrete model.  With the weights of :func:`two_cluster_weights`,
+    companion's, not the paper's (the book presents it in the chapter "Many tokens",
+    section "Two clusters, exactly"); the tests check it against Lemma 4 and against
+    one-step moments of the discrete model.  With the weights of :func:`two_cluster_weights`,
     :math:`a_{11} = |A_1|^2 = p_1^2 + q_1^2 + 2p_1q_1 z`, :math:`a_{22}` likewise and
     :math:`a_{12} = \langle A_1, A_2\rangle = (p_1p_2 + q_1q_2)z + p_1q_2 + q_1p_2`:
 
@@ -291,7 +358,7 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     -------
     (drift, diffusion_squared) : floats or arrays shaped like ``z``
     """
-    z, scalar = _real_array("z", z, -1.0, 1.0)
+    z = check_real_array("z", z, -1.0, 1.0)
     beta = check_real("beta", beta, 0.0, 700.0)
     d = check_int("d", d, 2)
     m1 = check_int("m1", m1, 1)
@@ -304,14 +371,7 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     a12 = (p1 * p2 + q1 * q2) * z + p1 * q2 + q1 * p2
     drift = sigma**2 * (0.5 * (1.0 - d) * (a11 + a22) * z + a12 * (d - 2.0 + z * z))
     diff2 = sigma**2 * (1.0 - z * z) * (a11 + a22 - 2.0 * z * a12)
-    return _out(drift, scalar), _out(diff2, scalar)
-
-
-def _hybrid_lambda(z, beta, attention):
-    # Softmax attention of two tokens is USA times 2/(e^beta + e^{beta z}).
-    if attention == "unnormalized":
-        return np.ones_like(z * beta)
-    return 2.0 / (np.exp(beta) + np.exp(beta * z))
+    return _out(drift), _out(diff2)
 
 
 def hybrid_overlap_drift(z, beta, epsilon, attention="unnormalized"):
@@ -323,29 +383,29 @@ def hybrid_overlap_drift(z, beta, epsilon, attention="unnormalized"):
     SA (derived here by the same Ito computation; two-token softmax attention is
     USA times :math:`\lambda(z) = 2/(e^\beta+e^{\beta z})`, and :math:`F` is quadratic):
     :math:`a(z) = e^{\beta z}(1-z^2)\,\bigl(\lambda - \lambda^2\varepsilon^2(e^\beta/2 + z e^{\beta z})\bigr)`.
+
+    Computed as :math:`(1-z^2)(\mu - z\nu^2)` from :func:`atanh_coefficients`.
     """
-    z, sz = _real_array("z", z, -1.0, 1.0)
-    beta, sb = _real_array("beta", beta, 0.0)
-    eps, se = _real_array("epsilon", epsilon, 0.0)
+    z = check_real_array("z", z, -1.0, 1.0)
+    beta = check_real_array("beta", beta, 0.0)
+    eps = check_real_array("epsilon", epsilon, 0.0)
     check_choice("attention", attention, ATTENTIONS)
-    lam = _hybrid_lambda(z, beta, attention)
-    ebz = np.exp(beta * z)
-    a = ebz * (1.0 - z * z) * (lam - lam**2 * eps**2 * (0.5 * np.exp(beta) + z * ebz))
-    return _out(a, sz and sb and se)
+    mu, nu = _atanh_coefficients(z, beta, 2, attention, 1.0, "hybrid", eps)
+    return _out(_overlap_drift_from_atanh(z, mu, nu))
 
 
 def hybrid_overlap_diffusion(z, beta, epsilon, attention="unnormalized"):
     r"""Diffusion coefficient of the hybrid overlap: :math:`b(z) = \lambda\,\varepsilon e^{\beta z}(1-z^2)`.
 
-    :math:`\lambda = 1` for USA (Proposition 1), :math:`2/(e^\beta+e^{\beta z})` for SA.
+    :math:`\lambda = 1` for USA (Proposition 1), :math:`2/(e^\beta+e^{\beta z})` for SA;
+    :math:`(1-z^2)\nu` from :func:`atanh_coefficients`.
     """
-    z, sz = _real_array("z", z, -1.0, 1.0)
-    beta, sb = _real_array("beta", beta, 0.0)
-    eps, se = _real_array("epsilon", epsilon, 0.0)
+    z = check_real_array("z", z, -1.0, 1.0)
+    beta = check_real_array("beta", beta, 0.0)
+    eps = check_real_array("epsilon", epsilon, 0.0)
     check_choice("attention", attention, ATTENTIONS)
-    lam = _hybrid_lambda(z, beta, attention)
-    b = lam * eps * np.exp(beta * z) * (1.0 - z * z)
-    return _out(b, sz and sb and se)
+    _, nu = _atanh_coefficients(z, beta, 2, attention, 1.0, "hybrid", eps)
+    return _out((1.0 - z * z) * nu)
 
 
 # ------------------------------------------------------------- the smooth part R
@@ -419,7 +479,7 @@ def _R_series(beta: float) -> Chebyshev:
         scale = max(c.max(), 1e-300)
         if c[-8:].max() <= 5e-14 * scale:
             break
-        if deg >= 8192:  # pragma: no cover - only for beta far beyond BETA_MAX
+        if deg >= 8192:  # pragma: no cover - only for beta far beyond SCALE_FUNCTION_BETA_MAX
             raise RuntimeError(f"Chebyshev fit of the scale density did not converge for beta={beta}")
         deg *= 2
     p = p.integ(lbnd=0.5 * np.pi)
@@ -450,8 +510,8 @@ def _lower_rule():
 
     Geometric panels :math:`[2^{-k-1}, 2^{-k}]` resolve the sech feature of width
     :math:`\beta^{-1/2}` wherever it falls (down to :math:`2^{-12}`, enough for
-    :math:`\beta \le` BETA_MAX); [1/2, 1] is split in four so that the high powers
-    :math:`t^{d-2}` of large ``d`` are integrated accurately.
+    :math:`\beta \le` SCALE_FUNCTION_BETA_MAX); [1/2, 1] is split in four so that the high
+    powers :math:`t^{d-2}` of large ``d`` are integrated accurately.
     """
     edges = [0.0] + [2.0**-k for k in range(12, 1, -1)] + [0.5, 0.625, 0.75, 0.875, 1.0]
     t, w = _panels(edges, 16)
@@ -685,11 +745,11 @@ def scale_density(z, beta, d):
     Parameters
     ----------
     z : float or array in [-1, 1]
-    beta : float, 0 <= beta <= BETA_MAX
+    beta : float, 0 <= beta <= SCALE_FUNCTION_BETA_MAX
     d : int >= 2
     """
-    z, sz = _real_array("z", z, -1.0, 1.0)
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
+    z = check_real_array("z", z, -1.0, 1.0)
+    beta = check_real("beta", beta, 0.0, SCALE_FUNCTION_BETA_MAX)
     d = check_int("d", d, 2)
     cell = _Cell(beta, d)
     # s(z) dz = h(theta) dtheta with z = cos(theta), so s = h / sin(theta):
@@ -706,7 +766,7 @@ def scale_density(z, beta, d):
         )
     # Normalise to s(0) = 1 (sin = cos = 1/sqrt 2 and R(pi/2) = 0 there).
     logs0 = -0.5 * _LOG2 * ((d - 3.0) - (cell.kappa + 1.0))
-    return _out(np.exp(logs - logs0), sz)
+    return _out(np.exp(logs - logs0))
 
 
 def _theta_of(z0):
@@ -763,7 +823,7 @@ def antipodal_probability(beta, d, z0=None):
 
     Parameters
     ----------
-    beta : float or array, 0 <= beta <= BETA_MAX
+    beta : float or array, 0 <= beta <= SCALE_FUNCTION_BETA_MAX
     d : int or int array, >= 2
     z0 : None, float or array in [-1, 1]
         Initial overlap; broadcast with ``beta`` and ``d``.
@@ -774,8 +834,8 @@ def antipodal_probability(beta, d, z0=None):
         Accurate to about 1e-12 absolute (tested against direct quadrature of the
         scale density).
     """
-    beta, sb = _real_array("beta", beta, 0.0, BETA_MAX)
-    d, sd = _dim_array(d)
+    beta = check_real_array("beta", beta, 0.0, SCALE_FUNCTION_BETA_MAX)
+    d = check_int_array("d", d, 2)
     if z0 is None:
         bb, dd = np.broadcast_arrays(beta, d)
         out = np.empty(bb.shape)
@@ -786,8 +846,8 @@ def antipodal_probability(beta, d, z0=None):
             sel = np.nonzero(inv.ravel() == k)[0]
             total, weighted = _half_space_logs(float(b), fd[sel])
             res[sel] = np.where(np.isfinite(total), np.exp(weighted - total), 0.0)
-        return _out(out, sb and sd)
-    z0, sz = _real_array("z0", z0, -1.0, 1.0)
+        return _out(out)
+    z0 = check_real_array("z0", z0, -1.0, 1.0)
     bb, dd, zz = np.broadcast_arrays(beta, d, z0)
     out = np.empty(bb.shape)
     flat_b, flat_d, flat_z = bb.ravel(), dd.ravel(), zz.ravel()
@@ -799,7 +859,7 @@ def antipodal_probability(beta, d, z0=None):
     for k, (b, dv) in enumerate(uniq):
         sel = inv == k
         res[sel] = _prob_given(_Cell(b, int(dv)), flat_z[sel])
-    return _out(out, sb and sd and sz)
+    return _out(out)
 
 
 # ------------------------------------------------------- poles: escape and stopping
@@ -838,13 +898,13 @@ def escape_probability(angle, beta, d, tol=1e-3, pole="single"):
     Parameters
     ----------
     angle : float or array in [0, pi]
-    beta : float, 0 <= beta <= BETA_MAX
+    beta : float, 0 <= beta <= SCALE_FUNCTION_BETA_MAX
     d : int >= 2
     tol : float in (0, 1]
     pole : {"single", "antipodal"}
     """
-    angle, sa = _real_array("angle", angle, 0.0, math.pi)
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
+    angle = check_real_array("angle", angle, 0.0, math.pi)
+    beta = check_real("beta", beta, 0.0, SCALE_FUNCTION_BETA_MAX)
     d = check_int("d", d, 2)
     tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
     check_choice("pole", pole, POLES)
@@ -853,12 +913,12 @@ def escape_probability(angle, beta, d, tol=1e-3, pole="single"):
     out = np.ones(flat.shape)
     if pole == "antipodal" and not cell.attracting:
         out[flat == 0.0] = 0.0
-        return _out(out.reshape(np.shape(angle)), sa)
+        return _out(out.reshape(np.shape(angle)))
     inside = (flat < _theta_tol(tol)) & (flat > 0.0)
     out[flat == 0.0] = 0.0
     if np.any(inside):
         out[inside] = np.exp(_log_escape(cell, flat[inside], tol, pole))
-    return _out(out.reshape(np.shape(angle)), sa)
+    return _out(out.reshape(np.shape(angle)))
 
 
 def _solve_log_angle(log_int, slope, log_target, x_hi):
@@ -899,13 +959,13 @@ def stopping_angles(beta, d, tol=1e-3, level=1e-6, log=False):
 
     Parameters
     ----------
-    beta : float, 0 <= beta <= BETA_MAX
+    beta : float, 0 <= beta <= SCALE_FUNCTION_BETA_MAX
     d : int >= 2
     tol : float in (0, 1]
     level : float in (0, 1)
     log : bool
     """
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
+    beta = check_real("beta", beta, 0.0, SCALE_FUNCTION_BETA_MAX)
     d = check_int("d", d, 2)
     tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
     level = check_real("level", level, 0.0, 1.0, strict_min=True)
@@ -1039,9 +1099,8 @@ def hybrid_antipodal_probability(beta, epsilon, d=3, z0=None, attention="unnorma
     eps = check_real("epsilon", epsilon, 0.0)
     d = check_int("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
-    sz = True
     if z0 is not None:
-        z0, sz = _real_array("z0", z0, -1.0, 1.0)
+        z0 = check_real_array("z0", z0, -1.0, 1.0)
     if attention == "unnormalized":
         # 2 mu / nu^2 < 0 everywhere iff eps^2 e^beta > 2; compared in logs.
         anti = float(eps > 0.0 and 2.0 * math.log(eps) + beta > _LOG2)
@@ -1057,4 +1116,4 @@ def hybrid_antipodal_probability(beta, epsilon, d=3, z0=None, attention="unnorma
         if z0 is None:
             return float(out)
     out = np.where(z0 == -1.0, 1.0, np.where(z0 == 1.0, 0.0, out))
-    return _out(out, sz)
+    return _out(out)

@@ -37,8 +37,8 @@ import math
 import numpy as np
 
 from . import theory
-from ._validation import ATTENTIONS, check_choice, check_int, check_real
-
+from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_real_array
+from .kolmogorov import propagate
 
 
 def _check_split(beta, d, m1, m2, attention, sigma):
@@ -95,13 +95,15 @@ def antipodal_coefficients(v, beta, d, m1, m2, *, attention="softmax", sigma=1.0
     beta, d, m1, m2, attention, sigma : as in :func:`theory.two_cluster_coefficients`.
     """
     beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
-    v, scalar = theory._real_array("v", v, 0.0, 2.0)
+    v = check_real_array("v", v, 0.0, 2.0)
     a1, a2, P, Q, gap = _weights_v(v, beta, m1, m2, attention)
     drift = sigma**2 * (0.5 * (d - 1) * gap * gap
                         + v * (-0.5 * (d - 1) * (a1 * a1 + a2 * a2) + (d - 1) * Q * (1.0 - v)
                                + P * (d - 1 - 2.0 * v + v * v) + a1 * a2 * (2.0 - v)))
     diff2 = sigma**2 * v * (2.0 - v) * (gap * gap + 2.0 * v * (a1 * a2 + Q + (1.0 - v) * P))
-    return theory._out(drift, scalar), theory._out(diff2, scalar)
+    if v.ndim == 0:
+        return float(drift), float(diff2)
+    return drift, diff2
 
 
 def hovering_scale(beta, m1, m2, *, attention="softmax"):
@@ -233,16 +235,14 @@ def _check_persistence_args(beta, d, m1, m2, attention, sigma, tol, h, t):
     beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
     tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
-    ts = np.atleast_1d(np.asarray(t, dtype=float))
-    if ts.ndim != 1 or not np.all(np.isfinite(ts)) or np.any(ts <= 0):
+    ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
+    if ts.ndim != 1:
         raise ValueError("t must be a positive scalar or 1-D array")
     return beta, d, m1, m2, attention, sigma, tol, h, ts
 
 
 def _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, h, v_min):
     """u(t_k, y_i) on the grid of step ``h`` in y = log(1 + Z); returns (y, u (n_y, n_t))."""
-    from .sde import _propagate
-
     scale = hovering_scale(beta, m1, m2, attention=attention)
     v_lo = min(1e-6 * scale if scale > 0 else 1e-30, 1e-6 * tol, 1e-3 * v_min)
     v_lo = max(v_lo, 1e-290)
@@ -253,7 +253,7 @@ def _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, h, v_min):
     u0 = np.clip((math.log(tol) - (y - 0.5 * dy)) / dy, 0.0, 1.0)  # cell averages
     u0[-1] = 0.0
     order = np.argsort(ts)
-    u = _propagate(_generator_y(y, beta, d, m1, m2, attention, sigma), u0, ts[order], 1e-7)
+    u = propagate(_generator_y(y, beta, d, m1, m2, attention, sigma), u0, ts[order], 1e-7)
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
     return y, np.clip(u[:, inv], 0.0, 1.0)
@@ -268,8 +268,8 @@ def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax
     :math:`[\log v_{lo}, \log(2 - 10^{-8})]` (:math:`v_{lo}` far below both the hovering
     scale and ``tol``; reflecting there, absorbing at the top), with second-order
     differences (the indicator cell-averaged) and the L-stable order-7 Pade steps of
-    :mod:`stochastic_transformers.sde`.  The grid is refined once (``h``, ``h/2``) and the
-    finer answer is returned with the difference as its error estimate.
+    :func:`stochastic_transformers.kolmogorov.propagate`.  The grid is refined once (``h``,
+    ``h/2``) and the finer answer is returned with the difference as its error estimate.
 
     Parameters
     ----------
@@ -288,8 +288,9 @@ def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax
 
     beta, d, m1, m2, attention, sigma, tol, h, ts = _check_persistence_args(
         beta, d, m1, m2, attention, sigma, tol, h, t)
-    v0 = np.atleast_1d(np.asarray(one_plus_z0, dtype=float))
-    if v0.ndim != 1 or not np.all(np.isfinite(v0)) or np.any(v0 <= 0) or np.any(v0 >= 2):
+    v0 = np.atleast_1d(check_real_array("one_plus_z0", one_plus_z0, 0.0, 2.0, strict_min=True,
+                                        strict_max=True))
+    if v0.ndim != 1:
         raise ValueError("one_plus_z0 must be a scalar or 1-D array in the open interval (0, 2)")
     results = []
     for step in (h, h / 2):

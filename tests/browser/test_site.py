@@ -165,6 +165,30 @@ _MATH = r"""
 """
 
 
+_LAYOUT = r"""
+() => {
+  // Display equations wider than their column, and the visible ways to search.
+  const wide = [];
+  for (const eq of document.querySelectorAll('mjx-container[display="true"]')) {
+    const column = eq.closest('article, main') || document.body;
+    const right = column.getBoundingClientRect().right;
+    // The container may fit while its formula spills out of it: what counts is the
+    // formula's right edge, unless the container scrolls (and so clips it).
+    const math = eq.querySelector('mjx-math') || eq;
+    const box = math.getBoundingClientRect();
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(eq).overflowX);
+    if (box.width > 0 && !scrolls && box.right > right + 1)
+      wide.push(Math.round(box.right - right) + ' px: ' + eq.textContent.slice(0, 60));
+  }
+  const visible = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)
+                       && getComputedStyle(e).visibility !== 'hidden';
+  const search = Array.from(document.querySelectorAll('.search-button, .search-button-field'))
+                      .filter(visible).length;
+  return {wide: wide, search: search};
+}
+"""
+
+
 @pytest.fixture(scope="session")
 def crawl(browser, server, artifacts):
     """Visit every page of the toc once and record what the checks need."""
@@ -195,6 +219,7 @@ def crawl(browser, server, artifacts):
         math_state = page.evaluate(_WAIT_FOR_MATH)
         record = {"status": status, "math_state": math_state,
                   "images": page.evaluate(_IMAGES), "math": page.evaluate(_MATH),
+                  "layout": page.evaluate(_LAYOUT),
                   "title": page.title()}
         if doc in SCREENSHOTS:
             page.screenshot(path=str(artifacts / SCREENSHOTS[doc]), full_page=True)
@@ -239,6 +264,18 @@ def test_math_is_typeset(crawl):
             problems.append(f"{doc}: raw TeX between dollars, e.g. {math['inline'][0]!r}")
     assert with_math >= 5, f"only {with_math} page(s) contain math; the build lost it"
     assert not problems, "\n".join(problems)
+
+
+def test_no_display_equation_runs_past_its_column(crawl):
+    """At a laptop's width every display equation fits its column or scrolls inside it."""
+    wide = {doc: rec["layout"]["wide"] for doc, rec in crawl["pages"].items()
+            if rec["layout"]["wide"]}
+    assert not wide, f"display equations past the column's right edge: {wide}"
+
+
+def test_every_page_shows_one_search_box(crawl):
+    counts = {doc: rec["layout"]["search"] for doc, rec in crawl["pages"].items()}
+    assert all(n == 1 for n in counts.values()), f"visible search boxes per page: {counts}"
 
 
 def test_no_request_leaves_localhost(crawl):

@@ -9,40 +9,54 @@ Every figure module defines
 ``SCALES``
     a dict ``{"smoke": {...}, "quick": {...}, "paper": {...}}`` (in that order) of
     the knobs of :func:`compute`;
+``KNOB_SCHEMA``
+    ``{knob: check}`` for the knobs that are the module's own, built from the check
+    factories of :mod:`.base` (``integer``, ``reals``, ``whole_layers``, ...).
+    :func:`.base.resolve_scale` applies the shared checks (:data:`.base.KNOB_CHECKS`,
+    for ``n_traj``, ``L``, ``T``, ``d``, ``betas``, ...) and then this schema to every
+    knob of the scale, overridden or not, before anything is computed, so that a bad
+    knob raises a ValueError naming it and its allowed range.  An entry for a shared knob
+    adds the figure's own restriction (``n_tokens >= 3``); a check may relate a knob to
+    those before it (``t_min <= T``).  Every knob of every scale has a check (Figure 2's
+    training fields are checked by its training configuration);
 ``cell(**params, seed)`` and ``CELL_VERSION``
-    for a figure computed as a sweep (all but Figures 1 and 2): the module-level
-    function :func:`stochastic_transformers.sweep.run_sweep` runs on each point, and
-    the version of its outputs.  The sweep folds ``ID`` and ``CELL_VERSION`` into
-    every cache key, so bumping ``CELL_VERSION`` whenever ``cell`` returns other
-    outputs or other numbers for the same arguments invalidates that figure's
-    cached cells and no other's; a cached cell whose output names no longer match is
-    recomputed even without a bump;
+    for a figure computed as a sweep (all but Figures 1, 2 and the overlap page): the
+    module-level function :func:`stochastic_transformers.sweep.run_sweep` runs on each
+    point, and the version of its outputs.  :func:`.base.figure_sweep` runs it under the
+    name ``ID-scale`` (``ID-scale-part`` for a further sweep) with the scale's default
+    scheduler.  The sweep folds ``ID`` and ``CELL_VERSION`` into every cache key, so
+    bumping ``CELL_VERSION`` whenever ``cell`` returns other outputs or other numbers for
+    the same arguments invalidates that figure's cached cells and no other's; a cached
+    cell whose output names no longer match is recomputed even without a bump;
 ``cost(scale, ds=None) -> float``, ``work(knobs)`` and ``SECONDS_PER_WORK``
     for a sweep: the projected seconds of simulation (summed over cells, i.e.
     core-seconds) of a run at ``scale``.  ``work(knobs)`` counts the figure's unit of
     work (trajectory-layers for most) for a scale's knobs; ``SECONDS_PER_WORK`` is the
-    rate measured on the project's machine (where, is documented beside it); with a
-    computed dataset ``ds`` the rate is that run's measured cell time per unit of work
-    instead (:func:`._common.projected_cost`).  A richer breakdown, where a notebook
-    quotes one, has its own name (``cost_report``, ``cost_by_law``);
+    rate measured on the project's machine (where, is documented beside it).  ``cost``
+    is :func:`.base.cost_function` of the module: with a computed dataset ``ds`` the rate
+    is that run's measured cell time per unit of work (:func:`.base.measured`, which
+    counts trajectory-layers unless the module declares ``measured_work(ds) ->
+    (seconds, work)``).  A richer breakdown, where a notebook quotes one, has its own
+    name (``cost_report``, ``cost_by_law``);
 ``compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides)``
-    runs the simulations and returns an :class:`xarray.Dataset` (the
-    ``overrides`` replace individual knobs of the scale; an unknown or invalid
-    knob raises a ValueError naming it before anything is computed).  A sweep
-    module turns the raw sweep output into that dataset in a private
-    ``_finish(raw, scale, *, ...)``: the sweep's dataset first, the scale second, and
-    whatever else it needs (the checked knobs, further sweeps) keyword-only.  A knob
-    that the sweep held fixed is recorded once, as the attribute ``fixed_<knob>`` that
-    the sweep writes, and read with :func:`._common.knob_attr` (which also reads the
-    plain name of older files);
+    runs the simulations and returns an :class:`xarray.Dataset` (the ``overrides``
+    replace individual knobs of the scale; an unknown or invalid knob raises a
+    ValueError naming it before anything is computed).  A sweep module turns the raw
+    sweep output into that dataset in a private ``_finish(raw, scale, *, ...)``: the
+    sweep's dataset first, the scale second, and whatever else it needs (the checked
+    knobs, further sweeps) keyword-only.  A knob that the sweep held fixed is recorded
+    once, as the attribute ``fixed_<knob>`` that the sweep writes, and read with
+    :func:`.base.knob_attr` (which also reads the plain name of older files);
 ``summary(ds) -> dict``
     every number and verdict the notebook's prose quotes, thresholds included;
 ``plot(ds)``
     draws the figure from that dataset and returns a ``matplotlib`` figure.
 
 The notebooks and :func:`reproduce` call these functions, so no figure logic lives
-only in a notebook; ``tests/test_figure_protocol.py`` checks every registered module
-against this list.
+only in a notebook: a notebook shows ``obtain(module, scale, ...)`` (:func:`.base.obtain`:
+the committed paper-scale result, or a fresh run).  The statistics the figures use are in
+:mod:`stochastic_transformers.stats`.  ``tests/test_figure_protocol.py`` checks every
+registered module against this list.
 """
 
 from __future__ import annotations
@@ -71,6 +85,7 @@ REGISTRY: dict[str, str] = {
 }
 
 from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)
+from .base import load_committed, obtain  # noqa: E402,F401  (what the notebooks use)
 
 
 def available() -> dict[str, object]:
@@ -107,8 +122,8 @@ def knobs(fig_id: str, scale: str) -> dict:
 
 
 def parse_settings(settings, defaults: dict) -> dict:
-    """``["key=value", ...]`` typed after ``defaults`` (see :func:`._common.parse_knob`)."""
-    from ._common import parse_settings as _parse
+    """``["key=value", ...]`` typed after ``defaults`` (see :func:`.base.parse_knob`)."""
+    from .base import parse_settings as _parse
 
     return _parse(settings, defaults)
 
@@ -134,19 +149,17 @@ def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
 
     Returns the dataset.  ``scheduler`` is a Dask scheduler address (or ``None``
     for a local cluster); ``cache_dir`` holds finished sweep cells so that a
-    killed run resumes.
+    killed run resumes.  ``compute`` checks the scale and the knobs before anything is
+    computed or written.
     """
     from ..io import write_netcdf
     from ..style import use_style
 
-    from .._validation import check_choice
-
-    check_choice("scale", scale, SCALE_NAMES)
     module = get(fig_id)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     ds = module.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
                         **overrides)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     if ds is not None:
         ds.attrs["overrides"] = "; ".join(f"{k}={v!r}" for k, v in overrides.items()) or "none"
         write_netcdf(ds, out / f"{fig_id}.nc")

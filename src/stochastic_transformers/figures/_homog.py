@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import figure_sweep, integer, real, reals
+
 #: The refinement multiplies the number of layers by this factor.
 REFINE_FACTOR = 4
 
@@ -27,6 +29,48 @@ def schedule(d, t_max, n_layers, n_times):
                          f"n_layers={n_layers}")
     layers = np.arange(n_times) * (n_layers // (n_times - 1))
     return T, L, layers / L
+
+
+def on_schedule(name, dims, knobs):
+    """Relation check of the knob ``d``: every dimension gives a schedule (:func:`schedule`)
+    with the knobs t_max, n_layers and n_times, before any compute."""
+    for d in dims:
+        schedule(d, knobs["t_max"], knobs["n_layers"], knobs["n_times"])
+    return dims
+
+
+#: The knobs both figures on the clock t share, beyond the shared ones
+#: (:data:`.base.KNOB_CHECKS`): b = beta sqrt(d) in [0, 20], the clock's horizon and
+#: layers, and at least two trajectories (a standard error).  Each figure adds its d (last:
+#: :func:`on_schedule` reads these) and its other knobs.
+CLOCK_SCHEMA = {
+    "bs": reals(0.0, 20.0),
+    "t_max": real(0.0, strict_min=True),
+    "n_layers": integer(1),
+    "n_tokens": integer(2),
+    "n_traj": integer(2),
+}
+
+
+def clock_sweeps(module, scale, knobs, fixed, outputs, refine_b, **run):
+    """The (d, b) sweep of ``module`` on the clock t, and its depth refinement.
+
+    The refinement reruns the cell at the largest d and ``refine_b`` with ``n_layers`` and
+    :data:`REFINE_FACTOR` times as many (sweep ``ID-scale-refine``): the part of the gap that
+    is the discretisation, since the step on the clock t is ``t_max / n_layers`` whatever d.
+    ``fixed`` are the cells' fixed knobs, ``outputs`` their outputs over t; ``run`` holds
+    ``seed``, ``scheduler``, ``cache_dir`` and ``progress``.  Returns ``(ds, refine)``.
+    """
+    t = np.linspace(0.0, knobs["t_max"], knobs["n_times"])
+    layout = dict(output_dims={k: ("t",) for k in outputs}, output_coords={"t": t})
+    ds = figure_sweep(module, scale, {"d": list(knobs["d"]), "b": list(knobs["bs"])},
+                      fixed=fixed, **layout, **run)
+    n_layers = knobs["n_layers"]
+    at = {k: v for k, v in dict(fixed, d=max(knobs["d"]), b=refine_b).items()
+          if k != "n_layers"}
+    refine = figure_sweep(module, scale, {"n_layers": [n_layers, REFINE_FACTOR * n_layers]},
+                          part="refine", fixed=at, **layout, **run)
+    return ds, refine
 
 
 def extrapolated(gaps):
@@ -56,6 +100,18 @@ def plot_refinement(ax, ds, colour):
             label="extrapolated to infinite depth")
 
 
+def label_gap_axes(ax, ds, *, ylabel, title, legend_size):
+    """The right-hand panel of both figures, the largest gap against d: log-log axes with
+    ticks at the simulated d only, and the legend."""
+    import matplotlib.pyplot as plt
+
+    d = ds.d.values.astype(float)
+    ax.set(xscale="log", yscale="log", xlabel="d", ylabel=ylabel, title=title)
+    ax.set_xticks(d, [str(int(v)) for v in d])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.legend(fontsize=legend_size)
+
+
 def work(knobs) -> float:
     """Token-dimension-trajectory-layers scheduled: the (d, b) grid plus the refinement
     (one cell at the largest d with 1 + REFINE_FACTOR times the layers)."""
@@ -65,7 +121,7 @@ def work(knobs) -> float:
     return float(main + refine)
 
 
-def measured(ds):
+def measured_work(ds):
     """(seconds of simulation, work) of a computed dataset, the refinement included."""
     knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
              "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],

@@ -25,11 +25,11 @@ import time
 import numpy as np
 
 from .. import simulate, theory, two_clusters
-from .._validation import ATTENTIONS, check_int, check_real
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, check_simulation_knobs, default_scheduler, log_time_grid,
-                      projected_cost, resolve_scale, sweep_seconds)
+from .._validation import ATTENTIONS, check_int
 from ..config import ModelConfig, RunConfig
+from ..stats import add_fraction_where
+from .base import (cell_threads, cost_function, figure_sweep, integer, laid_out, log_time_grid,
+                   real, reals, resolve_scale, sequence_of)
 
 ID = "clusters"
 CELL_VERSION = "1"
@@ -71,6 +71,31 @@ def _parse_split(text):
     return m1, m2
 
 
+def _split(name, text, knobs):
+    """The check of one entry of ``splits``: 'm1,m2', two positive integers."""
+    try:
+        m1, m2 = _parse_split(text)
+    except ValueError:
+        raise ValueError(f"{name} must hold 'm1,m2' strings of two positive integers; got "
+                         f"{text!r}") from None
+    check_int(f"{name} (m1)", m1, 1)
+    check_int(f"{name} (m2)", m2, 1)
+    return text
+
+
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): the splits, the betas of
+#: each attention (unnormalised attention grows like e^beta), one dimension, the first
+#: recorded time in (0, T] and a start 1 + Z_0 inside the antipodal tolerance.
+KNOB_SCHEMA = {
+    "splits": sequence_of(_split),
+    "betas_softmax": reals(0.0, 50.0),
+    "betas_unnormalized": reals(0.0, 5.0),
+    "d": integer(2),
+    "t_min": real(0.0, lambda knobs: knobs["T"], strict_min=True),
+    "one_plus_z0": real(0.0, lambda knobs: knobs["tol"], strict_min=True),
+}
+
+
 def cell(*, split, attention, beta_index, betas_softmax, betas_unnormalized, n_traj, L, T,
          times, one_plus_z0, d, tol, seed):
     """One (split, attention, beta): counts over time of trajectories still antipodal, and the
@@ -94,35 +119,6 @@ def cell(*, split, attention, beta_index, betas_softmax, betas_unnormalized, n_t
             "simulate_cpu_s": float(cpu)}
 
 
-def check_knobs(knobs):
-    """Validate the knobs of :data:`SCALES` (after overrides); raise ValueError naming one."""
-    out = dict(knobs)
-    splits = knobs["splits"]
-    if isinstance(splits, (str, bytes)) or not hasattr(splits, "__len__") or not splits:
-        raise ValueError(f"splits must be a non-empty sequence like ('1,2', '2,2'); got {splits!r}")
-    for text in splits:
-        try:
-            m1, m2 = _parse_split(text)
-        except ValueError:
-            raise ValueError(f"splits must hold 'm1,m2' strings of two positive integers; got "
-                             f"{text!r}") from None
-        check_int("splits (m1)", m1, 1)
-        check_int("splits (m2)", m2, 1)
-    for att in ATTENTIONS:
-        name = f"betas_{att}"
-        vals = knobs[name]
-        if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__") or len(vals) == 0:
-            raise ValueError(f"{name} must be a non-empty sequence; got {vals!r}")
-        out[name] = [check_real(name, b, 0.0, 50.0 if att == "softmax" else 5.0) for b in vals]
-    out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
-    out.update(check_simulation_knobs({**knobs, "attention": "softmax"}))
-    out["t_min"] = check_real("t_min", knobs["t_min"], 0.0, out["T"], strict_min=True)
-    out["n_times"] = check_int("n_times", knobs["n_times"], 2)
-    out["one_plus_z0"] = check_real("one_plus_z0", knobs["one_plus_z0"], 0.0, out["tol"],
-                                    strict_min=True)
-    return out
-
-
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run every (attention, split, beta) cell; return the dataset with the predictions.
 
@@ -130,7 +126,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     coordinate ``beta(attention, beta_index)``, NaN where an attention has fewer betas)
     and ``time``.
     """
-    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     times = [float(x) for x in log_time_grid(knobs["T"], knobs["L"], knobs["n_times"],
                                              t_min=knobs["t_min"])]
     n_beta = max(len(knobs["betas_softmax"]), len(knobs["betas_unnormalized"]))
@@ -142,13 +138,12 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
     for att in ATTENTIONS:
         k = len(knobs[f"betas_{att}"])
-        part = run_sweep(cell, {"attention": [att], "split": list(knobs["splits"]),
-                                "beta_index": list(range(k))},
-                         fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}-{att}",
-                         cache_dir=cache_dir,
-                         scheduler=default_scheduler(scale, scheduler), progress=progress,
-                         output_dims={"n_antipodal": ("time",), "median_depth": ("time",)},
-                         output_coords={"time": times})
+        grid = {"attention": [att], "split": list(knobs["splits"]),
+                "beta_index": list(range(k))}
+        part = figure_sweep(__name__, scale, grid, part=att, fixed=fixed, seed=knobs["seed"],
+                            scheduler=scheduler, cache_dir=cache_dir, progress=progress,
+                            output_dims={"n_antipodal": ("time",), "median_depth": ("time",)},
+                            output_coords={"time": times})
         parts.append(part.reindex(beta_index=range(n_beta)))
     ds = xr.concat(parts, dim="attention", combine_attrs="override")
     for name in ("wall_time_s", "cell_time_s"):
@@ -159,13 +154,9 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
 def _finish(ds, scale):
     """Fractions, bands, the Kolmogorov predictions, z-scores and the hovering theory."""
-    valid = ds.n_traj > 0
-    ds["n_traj_or_one"] = ds.n_traj.where(valid, 1)
+    valid = ds.n_traj > 0   # the cells an attention with fewer betas does not have
     ds["n_antipodal"] = ds.n_antipodal.where(valid, 0)
-    ds = add_fraction(ds, "n_antipodal", "n_traj_or_one", "p_antipodal")
-    ds = ds.drop_vars("n_traj_or_one")
-    for v in ("p_antipodal", "p_antipodal_low", "p_antipodal_high"):
-        ds[v] = ds[v].where(valid)
+    ds = add_fraction_where(ds, "n_antipodal", "n_traj", "p_antipodal", valid)
     d, tol, v0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_tol"]), float(ds.attrs["fixed_one_plus_z0"])
     times = ds.time.values
     pred = np.full(ds.p_antipodal.shape, np.nan)
@@ -213,17 +204,7 @@ def work(knobs) -> float:
     return float(cells * knobs["n_traj"] * knobs["L"] * knobs["T"])
 
 
-def _measured(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    layers = float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
-    return sweep_seconds(ds), layers
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__)
 
 
 def summary(ds) -> dict:
@@ -357,12 +338,11 @@ def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0)))
     ax.set_ylabel(r"median $1 + Z_T$ of the splits still antipodal")
     ax.set_title("hovering depth of unbalanced splits", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Two-point configurations from 1 + Z = {ds.attrs['fixed_one_plus_z0']:g}: "
-                 f"d = {ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
-                 f"{int(ds.n_traj.max()):,} trajectories per cell (shaded: Wilson 95%)",
-                 fontsize=10)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig,
+                    f"Two-point configurations from 1 + Z = {ds.attrs['fixed_one_plus_z0']:g}: "
+                    f"d = {ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
+                    f"{int(ds.n_traj.max()):,} trajectories per cell (shaded: Wilson 95%)",
+                    fontsize=10)
 
 
 def worst_cell(ds, attention):

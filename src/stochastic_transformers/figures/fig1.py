@@ -38,8 +38,8 @@ import math
 import numpy as np
 import xarray as xr
 
-from .._validation import check_choice, check_int, check_real
-from ._common import resolve_scale
+from .._validation import check_real
+from .base import integer, laid_out, real, resolve_scale
 
 ID = "fig1"
 DESCRIPTION = "attention field on the circle: unnormalised A^U vs its tangent projection (beta = 1)"
@@ -50,6 +50,18 @@ SCALES = {
     "quick": dict(_BASE, n_arrows=24, n_fine=3601),
     "paper": dict(_BASE, n_arrows=24, n_fine=3601),
 }
+
+
+def _two_angles(name, value, knobs):
+    """The check of ``token_angles``: the two fixed tokens' angles, in degrees."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise ValueError(f"{name} must be two angles in degrees; got {value!r}")
+    return tuple(check_real(f"{name}[{i}]", a) for i, a in enumerate(value))
+
+
+#: The knobs beyond the shared ``attention`` (:data:`.base.KNOB_CHECKS`).
+KNOB_SCHEMA = {"beta": real(0.0), "token_angles": _two_angles, "n_arrows": integer(4),
+               "n_fine": integer(16)}
 
 
 def _unit(angle_rad):
@@ -117,15 +129,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     ``scheduler``, ``cache_dir`` and ``progress`` are accepted for the common interface
     and unused.
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    beta = check_real("beta", knobs["beta"], 0.0)
-    attention = check_choice("attention", knobs["attention"], ("unnormalized", "softmax"))
-    n_arrows = check_int("n_arrows", knobs["n_arrows"], 4)
-    n_fine = check_int("n_fine", knobs["n_fine"], 16)
-    angles = knobs["token_angles"]
-    if (isinstance(angles, (str, bytes)) or not hasattr(angles, "__len__") or len(angles) != 2):
-        raise ValueError(f"token_angles must be two angles in degrees; got {angles!r}")
-    angles = tuple(check_real(f"token_angles[{i}]", a) for i, a in enumerate(angles))
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    beta, attention, angles = knobs["beta"], knobs["attention"], knobs["token_angles"]
     tokens = _unit(np.deg2rad(angles))
 
     def evaluate(theta):
@@ -135,8 +140,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
         tau = np.stack([-np.sin(theta), np.cos(theta)], axis=-1)
         return x, a, p, np.sum(a * x, axis=-1), np.sum(p * tau, axis=-1)
 
-    theta = np.linspace(0.0, 2 * math.pi, n_arrows, endpoint=False)
-    theta_fine = np.linspace(0.0, 2 * math.pi, n_fine, endpoint=False)
+    theta = np.linspace(0.0, 2 * math.pi, knobs["n_arrows"], endpoint=False)
+    theta_fine = np.linspace(0.0, 2 * math.pi, knobs["n_fine"], endpoint=False)
     x, a, p, radial, tangential = evaluate(theta)
     _, _, _, radial_f, tangential_f = evaluate(theta_fine)
     rest, stable = rest_points(theta_fine, tangential_f)
@@ -256,8 +261,6 @@ def plot(ds):
     ax.plot([], [], "o", ms=8, mfc="white", mec=rest_c, mew=1.5, label="unstable rest point")
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9)
     angles = ", ".join(f"{v:g}°" for v in ds.attrs["token_angles_deg"])
-    fig.suptitle(rf"Attention field on $S^1$ for $\mathbf{{X}} = (X, X^1, X^2)$: "
-                 rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "
-                 rf"$X^1, X^2$ at {angles}", fontsize=11)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig, rf"Attention field on $S^1$ for $\mathbf{{X}} = (X, X^1, X^2)$: "
+                    rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "
+                    rf"$X^1, X^2$ at {angles}", fontsize=11)

@@ -36,7 +36,6 @@ where it stopped and a finished run is not trained again.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import warnings
@@ -45,7 +44,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .._validation import check_choice, check_int
+from ..stats import sign_test, t_interval
+from .base import choices, integer, resolve_scale
 
 ID = "fig2"
 DESCRIPTION = ("attention-only ViT, 128 layers: validation accuracy with identity (shared) vs "
@@ -127,32 +127,26 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: The knobs of this figure's own (:data:`OWN_KNOBS`) and the epochs, from which the
+#: warm-up's default is derived; the other fields of the training configuration are checked
+#: by ``training.TrainConfig.validate`` (as :func:`simulate` checks its parameters), here,
+#: before any data is loaded.
+KNOB_SCHEMA = {"seeds": integer(1, 1000), "epochs": integer(1, 100_000), "inits": choices(INITS)}
+
+
 def _params(scale: str, overrides: dict) -> dict:
     training = _require_vit()
-
-    check_choice("scale", scale, tuple(SCALES))
     knobs = knob_defaults()
-    unknown = sorted(set(overrides) - set(knobs))
-    if unknown:
-        raise ValueError(f"overrides must be among {', '.join(knobs)}; got {', '.join(unknown)}")
-    p = {**knobs, **SCALES[scale], **overrides}
-    check_int("seeds", p["seeds"], 1, 1000)
-    check_int("epochs", p["epochs"], 1, 100_000)
-    if "warmup_epochs" not in overrides:  # a shorter run keeps a warm-up that fits in it
+    p = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA, defaults=knobs)
+    if overrides.get("warmup_epochs") is None:  # a shorter run keeps a warm-up that fits in it
         p["warmup_epochs"] = min(p["warmup_epochs"], p["epochs"])
-    inits = tuple(p["inits"]) if not isinstance(p["inits"], str) else (p["inits"],)
-    if not inits or len(set(inits)) != len(inits):
-        raise ValueError(f"inits must be distinct values among {INITS}, got {p['inits']!r}")
-    for init in inits:
-        check_choice("inits", init, INITS)
-    p["inits"] = inits
     if p["dataset"] == "cifar10" and p["data_dir"] is None:
         p["data_dir"] = os.environ.get(CIFAR10_ENV, "data")
     # Validate every run's configuration before any data is loaded or trained.
     fields = {k: p[k] for k in knobs if k not in OWN_KNOBS}
     p["configs"] = {(init, s): training.TrainConfig.from_flat(value_init=init, seed=s,
                                                               **fields).validate()
-                    for init in inits for s in range(p["seeds"])}
+                    for init in p["inits"] for s in range(p["seeds"])}
     if p["dataset"] == "cifar10" and not p["download"] \
             and training.find_cifar10(p["data_dir"]) is None:
         raise FileNotFoundError(f"CIFAR-10 not found in {str(p['data_dir'])!r} (set data_dir= or "
@@ -239,31 +233,6 @@ def paired_gaps(ds: xr.Dataset) -> xr.DataArray:
     return ds["val_accuracy"].sel(init="gaussian") - ds["val_accuracy"].sel(init="identity")
 
 
-def t_interval(values, level: float = LEVEL) -> tuple[float, float, float]:
-    """Mean of ``values`` and its two-sided Student-t interval ``(mean, low, high)``.
-
-    With fewer than two values the interval is infinite.
-    """
-    from scipy import stats as sps
-
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, -math.inf, math.inf
-    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
-
-
-def sign_test(wins: int, losses: int) -> tuple[float, float]:
-    """One-sided P(at least ``wins`` of the untied pairs) and the two-sided p-value."""
-    n = wins + losses
-    if n == 0:
-        return 1.0, 1.0
-    upper = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
-    tail = sum(math.comb(n, k) for k in range(0, min(wins, losses) + 1)) / 2 ** n
-    return upper, min(1.0, 2 * tail)
-
-
 def summary(ds: xr.Dataset) -> dict:
     """Every number and verdict the notebook quotes.
 
@@ -303,10 +272,10 @@ def summary(ds: xr.Dataset) -> dict:
     final_gap = gaps.isel(epoch=-1).values
     n = int(final_gap.size)
     out["n_seeds"] = n
-    out["gap"], out["gap_low"], out["gap_high"] = t_interval(final_gap)
+    out["gap"], out["gap_low"], out["gap_high"] = t_interval(final_gap, LEVEL)
     out["gap_sd"] = float(final_gap.std(ddof=1)) if n > 1 else float("nan")
     out["speed_gap"], out["speed_gap_low"], out["speed_gap_high"] = \
-        t_interval(gaps.mean("epoch").values)
+        t_interval(gaps.mean("epoch").values, LEVEL)
     out["wins"] = int((final_gap > 0).sum())
     out["losses"] = int((final_gap < 0).sum())
     out["ties"] = int((final_gap == 0).sum())
@@ -383,7 +352,7 @@ def plot(ds: xr.Dataset):
         ax.plot(epochs, mean, color=colors.get(init), lw=1.8, label=label)
         if n_seeds > 1:
             ax.fill_between(epochs, lo, hi, color=colors.get(init), alpha=0.12, lw=0)
-            ci = np.array([t_interval(a.isel(epoch=k).values)[1:] for k in range(len(epochs))])
+            ci = np.array([t_interval(a.isel(epoch=k).values, LEVEL)[1:] for k in range(len(epochs))])
             ax.fill_between(epochs, ci[:, 0], ci[:, 1], color=colors.get(init), alpha=0.35, lw=0)
     a = ds.attrs
     name = _DATASET_NAMES.get(a.get("dataset"), a.get("dataset"))
@@ -403,7 +372,7 @@ def plot(ds: xr.Dataset):
         for s in range(n_seeds):
             ax2.plot(epochs, gaps.isel(seed=s), color="0.6", lw=0.7, alpha=0.7,
                      label="one seed pair" if s == 0 else None)
-        ci = np.array([t_interval(gaps.isel(epoch=k).values) for k in range(len(epochs))])
+        ci = np.array([t_interval(gaps.isel(epoch=k).values, LEVEL) for k in range(len(epochs))])
         ax2.fill_between(epochs, ci[:, 1], ci[:, 2], color=colors["gaussian"], alpha=0.3, lw=0,
                          label="95% interval of the mean gap")
         ax2.plot(epochs, ci[:, 0], color=colors["gaussian"], lw=1.8, label="mean gap")

@@ -19,11 +19,10 @@ import numpy as np
 
 from .. import simulate, theory
 from ..classification import outcome_counts
-from ..stats import agreement_z
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, default_scheduler, load_committed, projected_cost,
-                      resolve_scale, sweep_seconds)
 from ..config import ModelConfig, RunConfig
+from ..stats import agreement_z
+from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integers,
+                   laid_out, resolve_scale, trajectory_layer_work)
 
 ID = "fig3"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -39,6 +38,8 @@ SCALES = {
     "paper": dict(d=tuple(range(4, 11)), betas=tuple(np.linspace(0.0, 4.0, 33)), n_traj=40_000,
                   L=100, T=500.0, attention="softmax", tol=1e-3, stop_level=1e-6, seed=0),
 }
+#: The knobs are the shared ones (:data:`.base.KNOB_CHECKS`); d is always a list here.
+KNOB_SCHEMA = {"d": integers(2)}
 
 
 def cell(*, d, beta, n_traj, L, T, attention, tol, stop_level, seed):
@@ -63,26 +64,18 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     ``beta_c(d)``, ``z_score(d, beta)`` (deviation from theory in standard errors)
     and ``n_traj``.
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    for name in ("d", "betas"):
-        if len(knobs[name]) == 0:
-            raise ValueError(f"{name} must hold at least one value")
-    if min(knobs["d"]) < 2:
-        raise ValueError(f"d must hold integers >= 2; got {knobs['d']}")
-    if min(knobs["betas"]) < 0:
-        raise ValueError(f"betas must be >= 0; got {knobs['betas']}")
-    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "attention", "tol", "stop_level")}
-    ds = run_sweep(cell, {"d": [int(x) for x in knobs["d"]],
-                          "beta": [float(b) for b in knobs["betas"]]},
-                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=default_scheduler(scale, scheduler), progress=progress)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    ds = figure_sweep(__name__, scale, {"d": list(knobs["d"]), "beta": list(knobs["betas"])},
+                      fixed={k: knobs[k] for k in ("n_traj", "L", "T", "attention", "tol",
+                                                   "stop_level")},
+                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress)
     return _finish(ds, scale)
 
 
 def _finish(ds, scale):
     """Fractions, intervals, theory and agreement statistics from the raw counts."""
-    for outcome in ("antipodal", "single", "unclustered"):
-        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     d_vals, betas = ds.d.values, ds.beta.values
     ds["p_theory"] = (("d", "beta"), np.array([[float(theory.antipodal_probability(b, d))
                                                 for b in betas] for d in d_vals]))
@@ -103,26 +96,10 @@ def _finish(ds, scale):
 SECONDS_PER_WORK = 1.1e-8
 
 
-def work(knobs) -> float:
-    """Trajectory-layers a run with these knobs schedules: n_traj * L * T per (d, beta)."""
-    return float(knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["d"]) * len(knobs["betas"]))
+work = trajectory_layer_work("d", "betas")
 
 
-def _measured(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
-
-
-def load_paper_result():
-    """The committed paper-scale result (results/fig3_paper.nc), or None."""
-    return load_committed(ID, "paper")
+cost = cost_function(__name__)
 
 
 #: Half-width of the band around beta_c(d) treated as "near the threshold" in :func:`summary`.
@@ -198,5 +175,4 @@ def plot(ds):
     axz.axhline(0, color="0.4", lw=0.8)
     axz.set_ylabel("(sim - theory) / se", fontsize=9)
     axz.set_xlabel(r"$\beta$")
-    fig.tight_layout()
-    return fig
+    return laid_out(fig)

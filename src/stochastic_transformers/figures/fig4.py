@@ -25,11 +25,12 @@ import numpy as np
 import xarray as xr
 
 from .. import simulate, theory
-from .._validation import check_int, check_real, check_whole_layers
+from .._validation import check_real
 from ..classification import outcome_counts
-from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, projected_cost, resolve_scale, sweep_seconds
 from ..config import ModelConfig, RunConfig
+from .base import (add_outcome_fractions, all_of, cell_threads, cost_function, figure_sweep,
+                   integer, integers, laid_out, real, reals, resolve_scale, sweep_seconds,
+                   whole_layers)
 
 ID = "fig4"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -48,6 +49,31 @@ SCALES = {
     "paper": dict(betas=tuple(np.linspace(0.0, 5.0, 41)), epsilons=tuple(np.linspace(0.0, 2.0, 41)),
                   n_traj=1000, deep_n_traj=250, Ls=(100, 1000), T=50.0, d=3, tol=1e-3, seed=0,
                   check_point=(3.0, 1.0), check_L=(30, 100, 300, 1000, 3000, 10000), check_n_traj=1000, check_T=50.0),
+}
+
+
+
+def _beta_epsilon(name, value, knobs):
+    """The check of ``check_point``: two numbers (beta, epsilon) in the ranges of the map."""
+    point = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if len(point) != 2:
+        raise ValueError(f"{name} must be two numbers (beta, epsilon); got {value}")
+    return check_real(name, point[0], 0.0, 50.0), check_real(name, point[1], 0.0, 100.0)
+
+
+#: The knobs of this figure beyond the shared ones (:data:`.base.KNOB_CHECKS`), and the
+#: ranges it allows of these: every depth scale in ``Ls`` and ``check_L`` must put T (and
+#: check_T) on a whole number of layers.
+KNOB_SCHEMA = {
+    "betas": reals(0.0, 50.0),
+    "epsilons": reals(0.0, 100.0),
+    "Ls": all_of(integers(1, distinct=True, sort=True), whole_layers("T", "Ls")),
+    "d": integer(2),
+    "deep_n_traj": integer(1),
+    "check_point": _beta_epsilon,
+    "check_L": integers(1),
+    "check_n_traj": integer(1),
+    "check_T": all_of(real(0.0, strict_min=True), whole_layers("check_T", "check_L")),
 }
 
 #: Cells with |log(eps / eps_c)| below this are "on the threshold" and left out of the
@@ -94,43 +120,6 @@ def depth_cell(*, L, beta, epsilon, n_traj, T, d, tol, seed):
     return cell(beta=beta, epsilon=epsilon, n_traj=n_traj, L=L, T=T, d=d, tol=tol, seed=seed)
 
 
-def check_knobs(knobs: dict) -> dict:
-    """Every knob checked and converted before any compute; errors name the knob."""
-    k = dict(knobs)
-    for name in ("betas", "epsilons"):
-        values = tuple(k[name]) if isinstance(k[name], (tuple, list)) else (k[name],)
-        if not values:
-            raise ValueError(f"{name} must hold at least one value")
-        k[name] = tuple(check_real(name, v, 0.0, 50.0 if name == "betas" else 100.0)
-                        for v in values)
-    Ls = tuple(k["Ls"]) if isinstance(k["Ls"], (tuple, list)) else (k["Ls"],)
-    if not Ls or len(set(Ls)) != len(Ls):
-        raise ValueError(f"Ls must hold distinct integers >= 1; got {k['Ls']}")
-    k["Ls"] = tuple(sorted(check_int("Ls", L, 1) for L in Ls))
-    k["T"] = check_real("T", k["T"], 0.0, strict_min=True)
-    for L in k["Ls"]:
-        check_whole_layers(k["T"], L)
-    k["n_traj"] = check_int("n_traj", k["n_traj"], 1)
-    k["deep_n_traj"] = check_int("deep_n_traj", k["deep_n_traj"], 1)
-    k["d"] = check_int("d", k["d"], 2)
-    k["tol"] = check_real("tol", k["tol"], 0.0, 1.0, strict_min=True)
-    k["seed"] = check_int("seed", k["seed"], 0)
-    point = tuple(k["check_point"])
-    if len(point) != 2:
-        raise ValueError(f"check_point must be two numbers (beta, epsilon); got {k['check_point']}")
-    k["check_point"] = (check_real("check_point", point[0], 0.0, 50.0),
-                        check_real("check_point", point[1], 0.0, 100.0))
-    check_L = tuple(k["check_L"]) if isinstance(k["check_L"], (tuple, list)) else (k["check_L"],)
-    if not check_L:
-        raise ValueError("check_L must hold at least one depth scale")
-    k["check_L"] = tuple(check_int("check_L", L, 1) for L in check_L)
-    k["check_n_traj"] = check_int("check_n_traj", k["check_n_traj"], 1)
-    k["check_T"] = check_real("check_T", k["check_T"], 0.0, strict_min=True)
-    for L in k["check_L"]:
-        check_whole_layers(k["check_T"], L, "check_T")
-    return k
-
-
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run the (L, beta, eps) sweep; returns ``p_single(L, beta, epsilon)``, ``p_antipodal``, ...
 
@@ -138,18 +127,17 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     for each depth scale in ``check_L`` (variables ``depth_p_*(check_L)``), which tells a
     discretisation effect of the depth scale from a disagreement with the limit.
     """
-    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
-    sched = default_scheduler(scale, scheduler)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    run = dict(seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir, progress=progress)
     # One sweep per depth scale: the first (the paper's L) with n_traj trajectories a
     # cell, the deeper ones, ten times the layers each, with deep_n_traj.
     maps = []
     for k, L in enumerate(knobs["Ls"]):
         fixed = {"n_traj": knobs["n_traj"] if k == 0 else knobs["deep_n_traj"],
                  "T": knobs["T"], "d": knobs["d"], "tol": knobs["tol"]}
-        maps.append(run_sweep(cell, {"L": [L], "beta": [float(b) for b in knobs["betas"]],
-                                     "epsilon": [float(e) for e in knobs["epsilons"]]},
-                              fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}",
-                              cache_dir=cache_dir, scheduler=sched, progress=progress))
+        maps.append(figure_sweep(__name__, scale, {"L": [L], "beta": list(knobs["betas"]),
+                                                   "epsilon": list(knobs["epsilons"])},
+                                 fixed=fixed, **run))
     ds = xr.concat(maps, dim="L", combine_attrs="override")
     ds.attrs.update(
         fixed_n_traj=knobs["n_traj"], deep_n_traj=knobs["deep_n_traj"],
@@ -158,17 +146,16 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
         n_cells=int(sum(m.attrs["n_cells"] for m in maps)),
         n_cells_computed=int(sum(m.attrs["n_cells_computed"] for m in maps)),
         n_cells_cached=int(sum(m.attrs["n_cells_cached"] for m in maps)))
-    for outcome in ("single", "antipodal", "unclustered"):
-        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    outcomes = ("single", "antipodal", "unclustered")
+    ds = add_outcome_fractions(ds, outcomes)
     # Depth check: at one point where L = 100 departs from the limit, let L grow.
     beta_chk, eps_chk = knobs["check_point"]
-    chk = run_sweep(depth_cell, {"L": list(knobs["check_L"])},
-                    fixed={"beta": beta_chk, "epsilon": eps_chk, "n_traj": knobs["check_n_traj"],
-                           "T": knobs["check_T"], "d": knobs["d"], "tol": knobs["tol"]},
-                    seed=knobs["seed"], name=f"{ID}-depth-{scale}", cache_dir=cache_dir,
-                    scheduler=sched, progress=progress)
-    for outcome in ("single", "antipodal", "unclustered"):
-        chk = add_fraction(chk, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    chk = figure_sweep(__name__, scale, {"L": list(knobs["check_L"])}, cell=depth_cell,
+                       name=f"{ID}-depth-{scale}",
+                       fixed={"beta": beta_chk, "epsilon": eps_chk,
+                              "n_traj": knobs["check_n_traj"], "T": knobs["check_T"],
+                              "d": knobs["d"], "tol": knobs["tol"]}, **run)
+    chk = add_outcome_fractions(chk, outcomes)
     for name in ("p_single", "p_antipodal", "p_unclustered", "p_antipodal_low", "p_antipodal_high",
                  "p_single_low", "p_single_high"):
         ds[f"depth_{name}"] = chk[name].rename(L="check_L")
@@ -202,7 +189,7 @@ def work(knobs) -> float:
     return float(maps + knobs["check_n_traj"] * knobs["check_T"] * sum(knobs["check_L"]))
 
 
-def _measured(ds) -> tuple[float, float]:
+def measured_work(ds) -> tuple[float, float]:
     """(seconds of simulation, trajectory-layers) of a computed dataset; the depth check
     counts when its cell time is recorded (results computed before it was are measured
     on the maps alone)."""
@@ -215,11 +202,7 @@ def _measured(ds) -> tuple[float, float]:
     return seconds, layers
 
 
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__)
 
 
 def _log_ratio(ds) -> np.ndarray:
@@ -287,6 +270,25 @@ def summary(ds) -> dict:
            "depth_check_L": [int(L) for L in ds.check_L.values],
            "depth_check_limit_reached": bool(pa[-1] > LIMIT_REACHED)}
     return out
+
+
+def _plot_depth_check(ax, ds, single_c, anti_c, letter):
+    """The depth check's panel: the outcome fractions at the check point against L."""
+    check_L = ds.check_L.values
+    for name, colour, label in (("single", single_c, "single cluster"),
+                                ("antipodal", anti_c, "antipodal pair")):
+        p = ds[f"depth_p_{name}"].values
+        lo, hi = ds[f"depth_p_{name}_low"].values, ds[f"depth_p_{name}_high"].values
+        ax.fill_between(check_L, lo, hi, color=colour, alpha=0.25, lw=0)
+        ax.plot(check_L, p, "o-", color=colour, ms=4, label=label)
+    ax.plot(check_L, ds.depth_p_unclustered.values, "s:", color="0.4", ms=3, label="unclustered")
+    ax.set_xscale("log")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("depth scale L")
+    ax.set_ylabel("fraction at T")
+    ax.set_title(rf"({letter}) depth check at $\beta$ = {ds.attrs['check_beta']:g}, "
+                 rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (theory: antipodal)", fontsize=10)
+    ax.legend(fontsize=8, loc="center right")
 
 
 def plot(ds):
@@ -364,25 +366,8 @@ def plot(ds):
     # below the panel: inside it every corner holds data
     ax2.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
                frameon=False)
-    ax3 = fig.add_subplot(grid[1, 1])
-    check_L = ds.check_L.values
-    for name, colour, label in (("single", single_c, "single cluster"),
-                                ("antipodal", anti_c, "antipodal pair")):
-        p = ds[f"depth_p_{name}"].values
-        lo, hi = ds[f"depth_p_{name}_low"].values, ds[f"depth_p_{name}_high"].values
-        ax3.fill_between(check_L, lo, hi, color=colour, alpha=0.25, lw=0)
-        ax3.plot(check_L, p, "o-", color=colour, ms=4, label=label)
-    ax3.plot(check_L, ds.depth_p_unclustered.values, "s:", color="0.4", ms=3, label="unclustered")
-    ax3.set_xscale("log")
-    ax3.set_ylim(-0.03, 1.03)
-    ax3.set_xlabel("depth scale L")
-    ax3.set_ylabel("fraction at T")
-    ax3.set_title(rf"({letters[n_maps + 1]}) depth check at $\beta$ = {ds.attrs['check_beta']:g}, "
-                  rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (theory: antipodal)", fontsize=10)
-    ax3.legend(fontsize=8, loc="center right")
+    _plot_depth_check(fig.add_subplot(grid[1, 1]), ds, single_c, anti_c, letters[n_maps + 1])
     per_L = ", ".join(f"{int(ds.n_traj.sel(L=L).max()):,} at L = {int(L)}" for L in Ls)
-    fig.suptitle(f"Hybrid model, USA, N = 2, d = {int(ds.attrs.get('fixed_d', 3))}, "
-                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}; trajectories per cell: "
-                 f"{per_L}", fontsize=11)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig, f"Hybrid model, USA, N = 2, d = {int(ds.attrs.get('fixed_d', 3))}, "
+                    f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}; trajectories per cell: "
+                    f"{per_L}", fontsize=11)

@@ -37,13 +37,11 @@ import time
 import numpy as np
 
 from .. import simulate, theory
-from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from ..stats import count_z
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, check_simulation_knobs, default_scheduler, projected_cost,
-                      resolve_scale, sweep_seconds)
 from ..config import ModelConfig, RunConfig
+from ..stats import add_fraction, count_z
+from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integer,
+                   integers, laid_out, reals, resolve_scale, trajectory_layer_work)
 
 ID = "fig6"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -60,6 +58,10 @@ SCALES = {
     "paper": dict(n_tokens=(3, 4, 5, 8), betas=_BETAS, n_traj=10_000, L=100, T=500.0, d=4,
                   attention="softmax", tol=1e-3, seed=0),
 }
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): one dimension d, and lists
+#: of token counts and betas without repeats.
+KNOB_SCHEMA = {"n_tokens": integers(2, distinct=True), "betas": reals(0.0, distinct=True),
+               "d": integer(2)}
 
 
 def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
@@ -85,7 +87,7 @@ def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
     balanced = (points == 2) & (2 * ds.merge_m1.values == n_tokens)
     unbalanced = (points == 2) & ~balanced
     z_merge = np.clip(ds.merge_one_plus_overlap.values[balanced] - 1.0, -1.0, 1.0)
-    predicted = (np.asarray(theory.antipodal_probability(min(beta, theory.BETA_MAX), d,
+    predicted = (np.asarray(theory.antipodal_probability(min(beta, theory.SCALE_FUNCTION_BETA_MAX), d,
                                                          z0=z_merge), dtype=float)
                  if z_merge.size else np.zeros(0))
     merged = ds.merge_layer.values >= 0
@@ -102,48 +104,12 @@ def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
             "simulate_s": float(ds.attrs["wall_time_s"]), "simulate_cpu_s": float(cpu)}
 
 
-def check_knobs(knobs):
-    """Validate the knobs of :data:`SCALES` (after overrides); raise ValueError naming one."""
-    out = dict(knobs)
-    for name in ("n_tokens", "betas"):
-        vals = knobs[name]
-        if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__") or len(vals) == 0:
-            raise ValueError(f"{name} must be a non-empty sequence; got {vals!r}")
-    out["n_tokens"] = [check_int("n_tokens", n, 2) for n in knobs["n_tokens"]]
-    out["betas"] = [check_real("betas", b, 0.0) for b in knobs["betas"]]
-    for name in ("n_tokens", "betas"):
-        if len(set(out[name])) != len(out[name]):
-            raise ValueError(f"{name} must not repeat a value; got {knobs[name]!r}")
-    out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
-    out.update(check_simulation_knobs(knobs))
-    return out
-
-
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (N, beta) sweep.
-
-    Returns a dataset over (``n_tokens``, ``beta``) with ``p_antipodal_pair`` and its
-    Wilson 95% band (``p_antipodal_pair_low``, ``p_antipodal_pair_high``),
-    ``p_clustered`` (with band), ``p_two_clusters`` (clustered with an antipodal pair,
-    with band), ``mean_n_clusters``, the raw counts, ``n_traj``, the two-token limit
-    curve ``p_two_token_theory(beta_fine)`` and ``beta_c`` (attribute).
-    """
-    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
-    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "d", "attention", "tol")}
-    ds = run_sweep(cell, {"n_tokens": knobs["n_tokens"], "beta": knobs["betas"]},
-                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=default_scheduler(scale, scheduler), progress=progress)
-    return _finish(ds, scale)
-
-
 def _finish(ds, scale):
     """Fractions, bands, mean cluster count, the split decomposition and the reference curves."""
-    ds = add_fraction(ds, "n_antipodal_pair", "n_traj", "p_antipodal_pair")
-    ds = add_fraction(ds, "n_clustered", "n_traj", "p_clustered")
+    ds = add_outcome_fractions(ds, ("antipodal_pair", "clustered"))
     ds = add_fraction(ds, "n_clustered_antipodal", "n_traj", "p_two_clusters")
     if "n_balanced" in ds:   # results of CELL_VERSION >= 2
-        ds = add_fraction(ds, "n_antipodal_balanced", "n_traj", "p_antipodal_balanced")
-        ds = add_fraction(ds, "n_antipodal_unbalanced", "n_traj", "p_antipodal_unbalanced")
+        ds = add_outcome_fractions(ds, ("antipodal_balanced", "antipodal_unbalanced"))
         ds["p_antipodal_balanced_predicted"] = ds.predicted_antipodal_balanced / ds.n_traj
         ds.p_antipodal_balanced_predicted.attrs["long_name"] = (
             "limit prediction for balanced splits (Theorem 2 from the overlap at the merge)")
@@ -157,11 +123,29 @@ def _finish(ds, scale):
     beta_fine = np.linspace(betas.min(), betas.max(), 161)
     ds = ds.assign_coords(beta_fine=beta_fine)
     ds["p_two_token_theory"] = (("beta_fine",), np.asarray(
-        theory.antipodal_probability(np.minimum(beta_fine, theory.BETA_MAX), d), dtype=float),
+        theory.antipodal_probability(np.minimum(beta_fine, theory.SCALE_FUNCTION_BETA_MAX), d), dtype=float),
         {"long_name": "exact two-token limit P(antipodal) (Theorem 2), same d"})
     ds.attrs.update(scale=scale, figure=ID, beta_c=float(theory.critical_beta(d)),
                     attention_note="softmax keeps |A| <= 1, so steps stay small at large beta")
     return ds
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (N, beta) sweep.
+
+    Returns a dataset over (``n_tokens``, ``beta``) with ``p_antipodal_pair`` and its
+    Wilson 95% band (``p_antipodal_pair_low``, ``p_antipodal_pair_high``),
+    ``p_clustered`` (with band), ``p_two_clusters`` (clustered with an antipodal pair,
+    with band), ``mean_n_clusters``, the raw counts, ``n_traj``, the two-token limit
+    curve ``p_two_token_theory(beta_fine)`` and ``beta_c`` (attribute).
+    """
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    ds = figure_sweep(__name__, scale, {"n_tokens": list(knobs["n_tokens"]),
+                                        "beta": list(knobs["betas"])},
+                      fixed={k: knobs[k] for k in ("n_traj", "L", "T", "d", "attention", "tol")},
+                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress)
+    return _finish(ds, scale)
 
 
 #: Seconds of simulation per trajectory-layer (the unit of :func:`work`) on the reduced
@@ -170,23 +154,10 @@ def _finish(ds, scale):
 SECONDS_PER_WORK = 6.4e-8
 
 
-def work(knobs) -> float:
-    """Number of (layer, trajectory) steps a run with these knobs makes."""
-    return float(len(knobs["n_tokens"]) * len(knobs["betas"]) * knobs["n_traj"]
-                 * knobs["L"] * knobs["T"])
+work = trajectory_layer_work("n_tokens", "betas")
 
 
-def _measured(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
-    :func:`cost_report` breaks a run's cost down by N."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__, note=":func:`cost_report` breaks a run's cost down by N.")
 
 
 def cost_report(ds, scale="paper") -> dict:
@@ -374,9 +345,6 @@ def plot(ds):
     axk.set_ylabel("mean number of clusters at T")
     axk.set_xlabel(r"$\beta$")
     axk.set_title("(d) clusters = groups of tokens together", fontsize=10)
-    n = int(ds.n_traj.values.max())
-    fig.suptitle(f"Many tokens: d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} "
-                 f"attention, L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "
-                 f"{n:,} trajectories per point", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig, f"Many tokens: d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} "
+                    f"attention, L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "
+                    f"{int(ds.n_traj.values.max()):,} trajectories per point", fontsize=10)

@@ -33,13 +33,11 @@ import time
 import numpy as np
 
 from .. import simulate, two_clusters
-from .._validation import check_int, check_real
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
-from ..stats import count_z
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, check_simulation_knobs, default_scheduler, log_time_grid,
-                      projected_cost, resolve_scale, sweep_seconds)
 from ..config import ModelConfig, RunConfig
+from ..stats import add_fraction_where, count_z
+from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integer,
+                   laid_out, log_time_grid, real, reals, resolve_scale, trajectory_layer_work)
 
 ID = "fig7"
 #: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
@@ -55,6 +53,10 @@ SCALES = {
     "paper": dict(betas=(4.0, 6.0, 8.0), n_tokens=4, n_traj=10_000, L=100, T=500.0, t_min=0.1,
                   n_times=40, d=4, attention="softmax", tol=1e-3, seed=0),
 }
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): one token count and one
+#: dimension, distinct betas, and the first recorded time t_min in (0, T].
+KNOB_SCHEMA = {"betas": reals(0.0, distinct=True), "n_tokens": integer(2), "d": integer(2),
+               "t_min": real(0.0, lambda knobs: knobs["T"], strict_min=True)}
 
 
 def cell(*, beta, n_tokens, n_traj, L, T, times, d, attention, tol, seed):
@@ -117,23 +119,6 @@ def _merged_splits(ds, anti, n_tokens, beta, d, attention, tol, times):
     return out
 
 
-def check_knobs(knobs):
-    """Validate the knobs of :data:`SCALES` (after overrides); raise ValueError naming one."""
-    out = dict(knobs)
-    vals = knobs["betas"]
-    if isinstance(vals, (str, bytes)) or not hasattr(vals, "__len__") or len(vals) == 0:
-        raise ValueError(f"betas must be a non-empty sequence; got {vals!r}")
-    out["betas"] = [check_real("betas", b, 0.0) for b in vals]
-    if len(set(out["betas"])) != len(out["betas"]):
-        raise ValueError(f"betas must not repeat a value; got {vals!r}")
-    out["n_tokens"] = check_int("n_tokens", knobs["n_tokens"], 2)
-    out["n_traj"] = check_int("n_traj", knobs["n_traj"], 1)
-    out.update(check_simulation_knobs(knobs))
-    out["t_min"] = check_real("t_min", knobs["t_min"], 0.0, out["T"], strict_min=True)
-    out["n_times"] = check_int("n_times", knobs["n_times"], 2)
-    return out
-
-
 _PER_SPLIT = ("n_split", "n_merged_split", "n_antipodal_merged_split", "predicted_merged_split",
               "predicted_var_merged_split")
 
@@ -147,36 +132,31 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     counts, ``p_split(beta, time, minority)`` (clustered into two antipodal groups
     whose smaller one has ``minority`` tokens, with band) and ``n_traj(beta)``.
     """
-    knobs = check_knobs(resolve_scale(SCALES, scale, overrides))
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     times = [float(x) for x in log_time_grid(knobs["T"], knobs["L"], knobs["n_times"],
                                              t_min=knobs["t_min"])]
     fixed = {k: knobs[k] for k in ("n_tokens", "n_traj", "L", "T", "d", "attention", "tol")}
     fixed["times"] = times
     per_time = ("n_antipodal_pair", "n_clustered", "sum_n_clusters", "n_lost", "n_gained",
                 "n_unsettled")
-    ds = run_sweep(cell, {"beta": knobs["betas"]}, fixed=fixed, seed=knobs["seed"],
-                   name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=default_scheduler(scale, scheduler), progress=progress,
-                   output_dims={**{v: ("time",) for v in per_time},
-                                **{v: ("time", "minority") for v in _PER_SPLIT}},
-                   output_coords={"time": times,
-                                  "minority": list(range(1, knobs["n_tokens"] // 2 + 1))})
+    ds = figure_sweep(__name__, scale, {"beta": list(knobs["betas"])}, fixed=fixed,
+                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress, output_dims={**{v: ("time",) for v in per_time},
+                                   **{v: ("time", "minority") for v in _PER_SPLIT}},
+                      output_coords={"time": times,
+                                     "minority": list(range(1, knobs["n_tokens"] // 2 + 1))})
     return _finish(ds, scale)
 
 
 def _finish(ds, scale):
     """Fractions and bands from the raw counts."""
-    for name in ("antipodal_pair", "clustered", "unsettled", "lost", "gained"):
-        ds = add_fraction(ds, f"n_{name}", "n_traj", f"p_{name}")
+    ds = add_outcome_fractions(ds, ("antipodal_pair", "clustered", "unsettled", "lost", "gained"))
     ds["mean_n_clusters"] = ds.sum_n_clusters / ds.n_traj
-    ds = add_fraction(ds, "n_split", "n_traj", "p_split")
+    ds = add_outcome_fractions(ds, ("split",))
     if "n_merged_split" in ds:   # results of CELL_VERSION >= 2
-        has = ds.n_merged_split > 0
-        ds["n_merged_or_one"] = ds.n_merged_split.where(has, 1)   # Wilson needs n >= 1
-        ds = add_fraction(ds, "n_antipodal_merged_split", "n_merged_or_one", "p_persist")
-        ds = ds.drop_vars("n_merged_or_one")
-        for v in ("p_persist", "p_persist_low", "p_persist_high"):
-            ds[v] = ds[v].where(has)
+        has = ds.n_merged_split > 0   # the fraction of merged splits, where there are some
+        ds = add_fraction_where(ds, "n_antipodal_merged_split", "n_merged_split", "p_persist",
+                                has)
         ds["p_persist_predicted"] = (ds.predicted_merged_split / ds.n_merged_split).where(has)
         ds.p_persist_predicted.attrs["long_name"] = (
             "limit prediction: Kolmogorov solution of the two-cluster diffusion from each merge")
@@ -195,22 +175,11 @@ def _finish(ds, scale):
 SECONDS_PER_WORK = 1.3e-7
 
 
-def work(knobs) -> float:
-    """Trajectory-layers of a run with these knobs: n_traj * L * T per beta."""
-    return float(len(knobs["betas"]) * knobs["n_traj"] * knobs["L"] * knobs["T"])
+work = trajectory_layer_work("betas")
 
 
-def _measured(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float(ds.n_traj.sum()) * int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
-    The notebook's depth check at 4L is not included.  :func:`cost_report` gives details."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__, note="The notebook's depth check at 4L is not included.  "
+                                    ":func:`cost_report` gives details.")
 
 
 def cost_report(ds, scale="paper") -> dict:
@@ -419,10 +388,8 @@ def plot(ds):
     axs.set_ylabel("fraction of trajectories")
     axs.set_title("(c) two antipodal groups, by group sizes", fontsize=10)
     axs.legend(fontsize=8, loc="upper left", ncol=2)
-    n = int(ds.n_traj.values.max())
-    fig.suptitle(f"Persistence: N = {n_tok}, d = {ds.attrs['fixed_d']}, "
-                 f"{ds.attrs['fixed_attention']} attention, L = {ds.attrs['fixed_L']}, "
-                 f"T = {ds.attrs['fixed_T']:g}, {n:,} trajectories per beta "
-                 "(shaded: Wilson 95% interval)", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig, f"Persistence: N = {n_tok}, d = {ds.attrs['fixed_d']}, "
+                    f"{ds.attrs['fixed_attention']} attention, L = {ds.attrs['fixed_L']}, "
+                    f"T = {ds.attrs['fixed_T']:g}, {int(ds.n_traj.values.max()):,} "
+                    "trajectories per beta "
+                    "(shaded: Wilson 95% interval)", fontsize=10)

@@ -27,18 +27,15 @@ is off (it is always off when times are recorded), so every trajectory runs the 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import simulate, theory
-from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
+from .._validation import check_real
 from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
-from .._validation import ATTENTIONS
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, default_scheduler, log_time_grid, projected_cost,
-                      resolve_scale, sweep_seconds)
 from ..config import ModelConfig, RunConfig
+from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integers,
+                   laid_out, log_time_grid, on_time_axis, resolve_scale,
+                   trajectory_layer_work)
 
 ID = "fig8"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -60,6 +57,9 @@ SCALES = {
                   attention="softmax", tol=1e-3, seed=0),
 }
 
+#: The knobs are the shared ones (:data:`.base.KNOB_CHECKS`); d is always a list here.
+KNOB_SCHEMA = {"d": integers(2)}
+
 #: A (beta, d) point counts as settled once the unclustered fraction stays at or below this.
 SETTLE_LEVEL = 0.01
 
@@ -73,11 +73,7 @@ def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
     ``inf`` where the fraction is above ``level`` at the last recorded time.
     """
     level = check_real("level", level, 0.0, 1.0)
-    p = np.asarray(p_unclustered, dtype=float)
-    times = np.asarray(times, dtype=float)
-    if p.shape[-1:] != times.shape:
-        raise ValueError(f"p_unclustered must have the time axis last ({times.size} times); "
-                         f"got shape {p.shape}")
+    p, times = on_time_axis("p_unclustered", p_unclustered, times)
     above = p > level
     # index of the last time above the level, -1 if never above
     last_above = np.where(above.any(axis=-1),
@@ -104,22 +100,6 @@ def cell(*, beta, d, n_traj, L, T, n_times, attention, tol, seed):
             "n_traj": n_traj}
 
 
-def _check_knobs(knobs):
-    for name in ("betas", "d"):
-        if len(knobs[name]) == 0:
-            raise ValueError(f"{name} must hold at least one value")
-    if any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) or x < 2
-           for x in knobs["d"]):
-        raise ValueError(f"d must hold integers >= 2; got {knobs['d']}")
-    for b in knobs["betas"]:
-        check_real("betas", b, 0.0)
-    check_int("n_traj", knobs["n_traj"], 1)
-    check_int("seed", knobs["seed"], 0)
-    check_choice("attention", knobs["attention"], ATTENTIONS)
-    check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
-    log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])  # checks T, L, n_times
-
-
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run the (beta, d) sweep with recorded times and attach the long-time theory.
 
@@ -133,16 +113,14 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     the limit, in standard errors) and ``late_change(beta, d)`` (``p_antipodal`` at T
     minus at the recorded time nearest T/10).
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    _check_knobs(knobs)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])
     fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "n_times", "attention", "tol")}
     outputs = ("n_single", "n_antipodal", "n_unclustered")
-    ds = run_sweep(cell, {"beta": [float(b) for b in knobs["betas"]],
-                          "d": [int(x) for x in knobs["d"]]},
-                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=default_scheduler(scale, scheduler), progress=progress,
-                   output_dims={k: ("time",) for k in outputs}, output_coords={"time": times})
+    ds = figure_sweep(__name__, scale, {"beta": list(knobs["betas"]), "d": list(knobs["d"])},
+                      fixed=fixed, seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress, output_dims={k: ("time",) for k in outputs},
+                      output_coords={"time": times})
     return _finish(ds, scale)
 
 
@@ -150,8 +128,7 @@ def _finish(ds, scale):
     """Fractions, Wilson bands, theory and the horizon statistics from the raw counts."""
     from ..stats import agreement_z
 
-    for outcome in ("unclustered", "single", "antipodal"):
-        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    ds = add_outcome_fractions(ds, ("unclustered", "single", "antipodal"))
     betas, d_vals, times = ds.beta.values, ds.d.values, ds.time.values
     ds["p_antipodal_limit"] = (("beta", "d"), np.array(
         [[float(theory.antipodal_probability(b, int(d))) for d in d_vals] for b in betas]))
@@ -235,22 +212,10 @@ def summary(ds) -> dict:
 SECONDS_PER_WORK = 1.9e-7
 
 
-def work(knobs) -> float:
-    """Trajectory-layers a run costs: n_traj * L * T * (number of (beta, d) points)."""
-    return float(knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"]) * len(knobs["d"]))
+work = trajectory_layer_work("betas", "d")
 
 
-def _measured(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float(ds.n_traj.values.sum() * ds.attrs["fixed_L"] * ds.attrs["fixed_T"])
-
-
-def cost(scale, ds=None) -> float:
-    """Projected core-seconds of simulation for ``scale``: at the rate of ``ds`` (its
-    measured cell time per trajectory-layer) if given, else at :data:`SECONDS_PER_WORK`
-    (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__)
 
 
 # ----------------------------------------------------------------------------- plot
@@ -309,9 +274,8 @@ def plot(ds):
     top = max(0.05, float(ds.p_antipodal_high.max()), float(ds.p_antipodal_limit.max()))
     for ax in axes[2]:
         ax.set_ylim(-0.01, min(1.0, 1.1 * top + 0.01))
-    n = int(ds.n_traj.values.max())
-    fig.suptitle(f"Two tokens across time horizons (N = 2, {ds.attrs.get('fixed_attention', '')} "
-                 f"attention, L = {ds.attrs.get('fixed_L', '?')}, T = {ds.attrs.get('fixed_T', '?')}, "
-                 f"{n:,} trajectories per point; bands: Wilson 95%)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return fig
+    attrs = ds.attrs
+    return laid_out(fig, f"Two tokens across time horizons (N = 2, {attrs.get('fixed_attention', '')} "
+                    f"attention, L = {attrs.get('fixed_L', '?')}, T = {attrs.get('fixed_T', '?')}, "
+                    f"{int(ds.n_traj.values.max()):,} trajectories per point; bands: Wilson 95%)",
+                    fontsize=10, rect=(0, 0.04, 1, 1))

@@ -14,7 +14,7 @@ while at large beta the deterministic flow is metastable (it lingers in configur
 several clusters, in the sense of Geshkovski et al. 2024) and the stochastic model is not.
 
 Metrics, all computed from the Gram matrix :math:`G_{ij} = \langle x_i, x_j\rangle` at each
-recorded time (a log-spaced grid, :func:`stochastic_transformers.figures._common.log_time_grid`):
+recorded time (a log-spaced grid, :func:`stochastic_transformers.figures.base.log_time_grid`):
 
 ``gap``
     the *clustering gap* :math:`\delta(X) = \max_{i<j}\min(1 - G_{ij}, 1 + G_{ij})`: how far
@@ -43,14 +43,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import simulate
-from .._validation import check_choice, check_int, check_real
+from .._validation import check_int
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from .._validation import ATTENTIONS
-from ..simulation import full_method
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, default_scheduler, knob_attr, log_time_grid, projected_cost,
-                      resolve_scale, sweep_seconds)
 from ..config import configs_from_flat
+from ..simulation import full_method
+from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integer,
+                   knob_attr, laid_out, log_time_grid, on_time_axis, resolve_scale,
+                   sweep_seconds)
 
 ID = "fig9"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -58,9 +57,6 @@ ID = "fig9"
 CELL_VERSION = "1"
 DESCRIPTION = ("N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
                "small and large beta (App. D.2)")
-
-#: Model labels, in the order of the ``model`` dimension.
-MODELS = ("deterministic", "stochastic")
 
 SCALES = {
     "smoke": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=8, block_size=4, L=20, T=20.0,
@@ -70,6 +66,22 @@ SCALES = {
     "paper": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=1000, block_size=50, L=100,
                   T=1000.0, n_times=100, attention="softmax", tol=1e-3, seed=0),
 }
+#: Model labels, in the order of the ``model`` dimension.
+MODELS = ("deterministic", "stochastic")
+
+
+def _block_size(name, value, knobs):
+    """The check of ``block_size``: trajectories a sweep cell runs, a divisor of n_traj."""
+    block = check_int(name, value, 1)
+    if knobs["n_traj"] % block:
+        raise ValueError(f"{name} must divide n_traj; got {name}={block}, "
+                         f"n_traj={knobs['n_traj']}")
+    return block
+
+
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): at least three tokens (two
+#: are Figure 8's), one dimension, and blocks that divide the trajectories.
+KNOB_SCHEMA = {"n_tokens": integer(3), "d": integer(2), "block_size": _block_size}
 
 #: Trajectories drawn as thin lines, per model and beta.
 N_SHOW = 12
@@ -97,11 +109,7 @@ def clustering_gap(gram):
 
 def first_time(mask, times):
     """First recorded time where ``mask`` (time last) is True; ``inf`` where never."""
-    mask = np.asarray(mask, dtype=bool)
-    times = np.asarray(times, dtype=float)
-    if mask.shape[-1:] != times.shape:
-        raise ValueError(f"mask must have the time axis last ({times.size} times); "
-                         f"got shape {mask.shape}")
+    mask, times = on_time_axis("mask", mask, times, dtype=bool)
     out = np.where(mask.any(axis=-1), times[np.argmax(mask, axis=-1)], np.inf)
     return out if out.ndim else float(out)
 
@@ -169,24 +177,6 @@ def cell(*, beta, block, block_size, n_tokens, d, L, T, n_times, attention, tol,
     return {k: np.stack(v) for k, v in out.items()}
 
 
-def _check_knobs(knobs):
-    if len(knobs["betas"]) == 0:
-        raise ValueError("betas must hold at least one value")
-    for b in knobs["betas"]:
-        check_real("betas", b, 0.0)
-    check_int("n_tokens", knobs["n_tokens"], 3)
-    check_int("d", knobs["d"], 2)
-    n_traj = check_int("n_traj", knobs["n_traj"], 1)
-    block = check_int("block_size", knobs["block_size"], 1)
-    if n_traj % block:
-        raise ValueError(f"block_size must divide n_traj; got block_size={block}, "
-                         f"n_traj={n_traj}")
-    check_int("seed", knobs["seed"], 0)
-    check_choice("attention", knobs["attention"], ATTENTIONS)
-    check_real("tol", knobs["tol"], 0.0, 1.0, strict_min=True)
-    log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])  # checks T, L, n_times
-
-
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run both models over (beta, block of trajectories) and gather the metrics.
 
@@ -197,19 +187,18 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     (likewise), ``median_gap``, ``gap_q25``, ``gap_q75`` and ``mean_n_clusters``.
     Trajectory k starts from the same tokens in both models.
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    _check_knobs(knobs)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])
     n_blocks = knobs["n_traj"] // knobs["block_size"]
     fixed = {k: knobs[k] for k in ("block_size", "n_tokens", "d", "L", "T", "n_times",
                                    "attention", "tol")}
     outs = ("gap", "n_clusters", "clustered", "antipodal_pair")
-    raw = run_sweep(cell, {"beta": [float(b) for b in knobs["betas"]],
-                           "block": list(range(n_blocks))},
-                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                    scheduler=default_scheduler(scale, scheduler), progress=progress,
-                    output_dims={k: ("model", "member", "time") for k in outs},
-                    output_coords={"model": list(MODELS), "time": times})
+    raw = figure_sweep(__name__, scale, {"beta": list(knobs["betas"]),
+                                         "block": list(range(n_blocks))},
+                       fixed=fixed, seed=knobs["seed"], scheduler=scheduler,
+                       cache_dir=cache_dir, progress=progress,
+                       output_dims={k: ("model", "member", "time") for k in outs},
+                       output_coords={"model": list(MODELS), "time": times})
     return _finish(raw, scale)
 
 
@@ -236,8 +225,7 @@ def _finish(raw, scale):
     ds["n_traj"] = n_traj
     ds["n_clustered"] = ds.clustered.sum("trajectory")
     ds["n_antipodal_pair"] = ds.antipodal_pair.sum("trajectory")
-    ds = add_fraction(ds, "n_clustered", n_traj, "p_clustered")
-    ds = add_fraction(ds, "n_antipodal_pair", n_traj, "p_antipodal_pair")
+    ds = add_outcome_fractions(ds, ("clustered", "antipodal_pair"), total=n_traj)
     gap = ds.gap.values
     ds["median_gap"] = (("model", "beta", "time"), np.median(gap, axis=2))
     ds["gap_q25"] = (("model", "beta", "time"), np.quantile(gap, 0.25, axis=2))
@@ -340,18 +328,13 @@ def work(knobs) -> float:
                  * len(knobs["betas"]))
 
 
-def _measured(ds) -> tuple[float, float]:
+def measured_work(ds) -> tuple[float, float]:
     """(seconds of simulation, token-trajectory-layers) of a computed dataset."""
     return sweep_seconds(ds), float(2 * ds.sizes["trajectory"] * int(knob_attr(ds, "n_tokens"))
                                     * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
 
 
-def cost(scale, ds=None) -> float:
-    """Projected core-seconds of simulation for ``scale``: at the rate of ``ds`` (its
-    measured cell time per token-trajectory-layer) if given, else at
-    :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__)
 
 
 # ----------------------------------------------------------------------------- plot
@@ -417,9 +400,8 @@ def plot(ds, n_show=N_SHOW):
     axes[1, 0].legend([plt.Line2D([], [], color="0.5", lw=2.4)], ["mean over trajectories"],
                       fontsize=8, loc="lower left")
     axes[2, 0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Convergence, N = {n_tok} tokens, d = {int(ds.attrs['fixed_d'])}, "
-                 f"{ds.attrs.get('fixed_attention', '')} attention, B = I, "
-                 f"L = {ds.attrs.get('fixed_L', '?')}, {ds.sizes['trajectory']:,} trajectories "
-                 "per model (same initial tokens); bands: quartiles / Wilson 95%", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig,
+                    f"Convergence, N = {n_tok} tokens, d = {int(ds.attrs['fixed_d'])}, "
+                    f"{ds.attrs.get('fixed_attention', '')} attention, B = I, "
+                    f"L = {ds.attrs.get('fixed_L', '?')}, {ds.sizes['trajectory']:,} trajectories "
+                    "per model (same initial tokens); bands: quartiles / Wilson 95%", fontsize=10)

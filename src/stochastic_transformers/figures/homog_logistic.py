@@ -4,10 +4,12 @@ N tokens, uniform on :math:`S^{d-1}`, in the random-attention model with one hea
 :math:`\beta = b/\sqrt d` (:math:`\sigma_{qk} = 1`).  The follow-up's Theorem 3 says that the
 mean overlap :math:`m(t) = \frac1{N^2}\sum_{ij}\langle x_i, x_j\rangle` follows
 :math:`u(t) = u_0/(u_0 + (1-u_0)e^{-t})` with :math:`u_0 = m(0)`, in its time
-normalisation, as d grows.  We derived that normalisation (the text extraction lost
-it): at :math:`\beta = 0` the drift of :math:`m` on the noise clock :math:`\tau` is
-:math:`m[(d-1)(1-m) - \frac1{N^2}\sum_{ij}(1-R_{ij}^2)] = d\,m(1-m) + O(1)` and its martingale
-part is :math:`O(1)` too, so on :math:`t = d\tau` the law is logistic up to :math:`O(1/d)`
+normalisation, as d grows.  We derived that normalisation: at :math:`\beta = 0` the drift
+of :math:`m` on the noise clock :math:`\tau` is
+:math:`m[(d-1)(1-m) - \frac1{N^2}\sum_{ij}(1-R_{ij}^2)] = d\,m(1-m) + O(1)` and the quadratic
+variation of its martingale part is :math:`O(1)` per unit of :math:`\tau`, so on
+:math:`t = d\tau` the mean of :math:`m` follows the logistic law up to :math:`O(1/d)` and
+each trajectory up to fluctuations of order :math:`d^{-1/2}`
 (:mod:`stochastic_transformers.homogenized`).  For the main paper's parametrisation
 (:math:`\eta = L^{-1/2}`, H = 1, :math:`\sigma = 1`), :math:`\tau = T`: the figure runs to
 :math:`T = t_{\max}/d`.
@@ -25,14 +27,13 @@ import math
 import numpy as np
 
 from .. import simulate
-from .._validation import check_int, check_real
-from ..homogenized import logistic
-from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
-# the units of work (work, _measured) are shared with the other figure on the clock t
-from ._homog import REFINE_FACTOR, plot_refinement, refinement_summary, schedule, work
-from ._homog import measured as _measured
 from ..config import ModelConfig, RunConfig
+from ..homogenized import logistic
+# the schedule, the refinement and the units of work (work, measured_work) are shared with
+# the other figure on the clock t
+from ._homog import (CLOCK_SCHEMA, clock_sweeps, label_gap_axes, measured_work, on_schedule,
+                     plot_refinement, refinement_summary, schedule, work)
+from .base import all_of, cell_threads, cost_function, integers, laid_out, resolve_scale
 
 ID = "homog_logistic"
 CELL_VERSION = "1"
@@ -45,6 +46,9 @@ SCALES = {
     "quick": dict(_BASE, d=(8, 32, 128), n_traj=1000),
     "paper": dict(_BASE, d=(8, 16, 32, 64, 128), n_traj=10_000),
 }
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): those of the clock t
+#: (:data:`._homog.CLOCK_SCHEMA`) and the dimensions, each of which must give a schedule.
+KNOB_SCHEMA = {**CLOCK_SCHEMA, "d": all_of(integers(3), on_schedule)}
 #: The follow-up's rate: the largest |E[m(t) - u(t)]| decays like d^RATE; the verdict asks
 #: the fitted exponent to be within RATE_TOL of it.
 RATE, RATE_TOL = -1.0, 0.25
@@ -68,32 +72,14 @@ def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed):
 
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run the (d, b) sweep; the time axis is t = d tau."""
-    knobs = resolve_scale(SCALES, scale, overrides)
-    ds_ = tuple(check_int("d", v, 3) for v in knobs["d"])
-    bs = tuple(check_real("bs", v, 0.0, 20.0) for v in knobs["bs"])
-    t_max = check_real("t_max", knobs["t_max"], 0.0, strict_min=True)
-    n_layers = check_int("n_layers", knobs["n_layers"], 1)
-    n_times = check_int("n_times", knobs["n_times"], 2)
-    for d in ds_:
-        schedule(d, t_max, n_layers, n_times)          # every d checked before any compute
-    fixed = dict(n_tokens=check_int("n_tokens", knobs["n_tokens"], 2),
-                 n_traj=check_int("n_traj", knobs["n_traj"], 2), t_max=t_max, n_layers=n_layers,
-                 n_times=n_times)
-    t = np.linspace(0.0, t_max, n_times)
-    outs = ("m_mean", "m_q10", "m_q90", "u_mean", "gap_mean", "gap_se")
-    common = dict(seed=check_int("seed", knobs["seed"], 0), cache_dir=cache_dir,
-                  scheduler=default_scheduler(scale, scheduler), progress=progress,
-                  output_dims={k: ("t",) for k in outs}, output_coords={"t": t})
-    ds = run_sweep(cell, {"d": list(ds_), "b": list(bs)}, fixed=fixed, name=f"{ID}-{scale}",
-                   **common)
-    # Depth refinement at the largest d and the first b: the part of the gap that is the
-    # discretisation (the step on the clock t is t_max / n_layers whatever d).
-    ref = run_sweep(cell, {"n_layers": [n_layers, REFINE_FACTOR * n_layers]},
-                    fixed={k: v for k, v in dict(fixed, d=max(ds_), b=bs[0]).items()
-                           if k != "n_layers"},
-                    name=f"{ID}-{scale}-refine", **common)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    fixed = {k: knobs[k] for k in ("n_tokens", "n_traj", "t_max", "n_layers", "n_times")}
+    # the depth refinement at the largest d and the first b
+    ds, ref = clock_sweeps(__name__, scale, knobs, fixed,
+                           ("m_mean", "m_q10", "m_q90", "u_mean", "gap_mean", "gap_se"),
+                           refine_b=knobs["bs"][0], seed=knobs["seed"], scheduler=scheduler,
+                           cache_dir=cache_dir, progress=progress)
     return _finish(ds, scale, refine=ref)
-
 
 
 def _finish(ds, scale, *, refine):
@@ -107,8 +93,12 @@ def _finish(ds, scale, *, refine):
     return ds
 
 
-def load_paper_result():
-    return load_committed(ID, "paper")
+#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
+#: paper run (612 s of cell time, one thread a worker).
+SECONDS_PER_WORK = 1.84e-8
+
+
+cost = cost_function(__name__)
 
 
 def summary(ds) -> dict:
@@ -164,22 +154,7 @@ def plot(ds):
     plot_refinement(axr, ds, palette(ds.sizes["b"])[0])
     ref = float(ds.sel(b=ds.b.values[0]).max_abs_gap.values[0])
     axr.plot(dd, ref * dd[0] / dd, color="0.5", ls=":", label=r"$\propto 1/d$")
-    axr.set(xscale="log", yscale="log", xlabel="d",
-            ylabel=r"$\max_t |E[m(t) - u(t)]|$",
-            title=f"distance to the logistic law ({int(ds.n_traj.max()):,} trajectories a point)")
-    axr.set_xticks(dd, [str(int(v)) for v in dd])
-    axr.xaxis.set_minor_locator(plt.NullLocator())  # only the simulated d as x ticks
-    axr.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
-#: paper run (612 s of cell time, one thread a worker).
-SECONDS_PER_WORK = 1.84e-8
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation for ``scale`` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+    label_gap_axes(axr, ds, ylabel=r"$\max_t |E[m(t) - u(t)]|$", legend_size=8,
+                   title=f"distance to the logistic law ({int(ds.n_traj.max()):,} trajectories "
+                         "a point)")
+    return laid_out(fig)

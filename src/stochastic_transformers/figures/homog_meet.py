@@ -23,13 +23,12 @@ import numpy as np
 import xarray as xr
 
 from .. import simulate
-from .._validation import check_int, check_real, check_whole_layers
 from ..classification import outcome_counts
+from ..config import configs_from_flat
 from ..homogenized import antipodal_by, antipodal_limit
 from ..stats import agreement_z
-from ..sweep import add_fraction, run_sweep
-from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
-from ..config import configs_from_flat
+from .base import (add_outcome_fractions, all_of, cell_threads, cost_function,
+                   figure_sweep, integers, laid_out, reals, resolve_scale, whole_layers)
 
 ID = "homog_meet"
 CELL_VERSION = "1"
@@ -44,6 +43,10 @@ SCALES = {
     "quick": dict(_BASE, betas=_BETAS, n_traj=4000, L=400, refine_Ls=(100, 400, 1600)),
     "paper": dict(_BASE, betas=_BETAS, n_traj=20_000, L=1600, refine_Ls=(100, 400, 1600, 6400)),
 }
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): dimensions of at least 3
+#: (the random keys' limit), betas up to 20, and refinement depths that put T on whole layers.
+KNOB_SCHEMA = {"d": integers(3), "betas": reals(0.0, 20.0),
+               "refine_Ls": all_of(integers(1), whole_layers("T", "refine_Ls"))}
 #: The agreement verdict: every point within this many standard errors of the finite-T limit.
 Z_MAX = 4.0
 
@@ -68,21 +71,15 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     for each depth of ``refine_Ls``: the discrete chain's distance to its limit there is
     its discretisation error (the step must be small against 1/beta, see the notebook).
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    ds_ = tuple(check_int("d", v, 3) for v in knobs["d"])
-    betas = tuple(check_real("betas", b, 0.0, 20.0) for b in knobs["betas"])
-    refine = tuple(check_int("refine_Ls", v, 1) for v in knobs["refine_Ls"])
-    for L in refine + (knobs["L"],):
-        check_whole_layers(knobs["T"], L, "T", "L")
-    seed = check_int("seed", knobs["seed"], 0)
-    fixed = dict(n_traj=knobs["n_traj"], L=knobs["L"], T=knobs["T"], tol=knobs["tol"])
-    common = dict(seed=seed, cache_dir=cache_dir, scheduler=default_scheduler(scale, scheduler),
-                  progress=progress)
-    ds = run_sweep(cell, {"model": list(MODEL_NAMES), "d": list(ds_), "beta": list(betas)},
-                   fixed=fixed, name=f"{ID}-{scale}", **common)
-    ref = run_sweep(_refine_cell, {"L": list(refine)},
-                    fixed=dict(n_traj=knobs["n_traj"], T=knobs["T"], tol=knobs["tol"], d=min(ds_),
-                               beta=max(betas)), name=f"{ID}-{scale}-refine", **common)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    run = dict(seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir, progress=progress)
+    ds = figure_sweep(__name__, scale, {"model": list(MODEL_NAMES), "d": list(knobs["d"]),
+                                        "beta": list(knobs["betas"])},
+                      fixed={k: knobs[k] for k in ("n_traj", "L", "T", "tol")}, **run)
+    ref = figure_sweep(__name__, scale, {"L": list(knobs["refine_Ls"])}, cell=_refine_cell,
+                       part="refine", fixed=dict(n_traj=knobs["n_traj"], T=knobs["T"],
+                                                 tol=knobs["tol"], d=min(knobs["d"]),
+                                                 beta=max(knobs["betas"])), **run)
     return _finish(ds, scale, refine=ref)
 
 
@@ -94,8 +91,7 @@ def _refine_cell(*, L, n_traj, T, tol, d, beta, seed):
 
 def _finish(ds, scale, *, refine):
     """Fractions with Wilson bands, the limits at T and at infinity, z-scores."""
-    for outcome in ("antipodal", "single", "unclustered"):
-        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     T, tol = float(ds.attrs["fixed_T"]), float(ds.attrs["fixed_tol"])
     betas = ds.beta.values
     fine = np.unique(np.concatenate([np.linspace(0.05, betas.max(), 16), betas]))
@@ -129,8 +125,28 @@ def _finish(ds, scale, *, refine):
     return ds
 
 
-def load_paper_result():
-    return load_committed(ID, "paper")
+#: Seconds of simulation per trajectory-layer (both models averaged; the fixed-A chain stops
+#: early and is far cheaper), measured on the committed paper run (2,447 s of cell time, one
+#: thread a worker).
+SECONDS_PER_WORK = 2.05e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layers scheduled: the main grid (two models) plus the refinement cells."""
+    main = 2 * len(knobs["d"]) * len(knobs["betas"]) * knobs["n_traj"] * knobs["L"] * knobs["T"]
+    return float(main + knobs["n_traj"] * knobs["T"] * sum(knobs["refine_Ls"]))
+
+
+def measured_work(ds):
+    """(seconds of simulation, trajectory-layers) of a computed dataset, the refinement
+    cells included."""
+    knobs = {"d": list(ds.d.values), "betas": list(ds.beta.values), "n_traj": int(ds.n_traj.max()),
+             "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
+             "refine_Ls": [int(v) for v in ds.refine_L.values]}
+    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
+
+
+cost = cost_function(__name__)
 
 
 def summary(ds) -> dict:
@@ -204,30 +220,4 @@ def plot(ds):
            title=f"random A, d = {ds.attrs['refine_d']}, $\\beta$ = {ds.attrs['refine_beta']:g}:\n"
                  "depth refinement")
     ax.legend(fontsize=7.5, loc="lower right")
-    fig.tight_layout()
-    return fig
-
-
-#: Seconds of simulation per trajectory-layer (both models averaged; the fixed-A chain stops
-#: early and is far cheaper), measured on the committed paper run (2,447 s of cell time, one
-#: thread a worker).
-SECONDS_PER_WORK = 2.05e-7
-
-
-def work(knobs) -> float:
-    """Trajectory-layers scheduled: the main grid (two models) plus the refinement cells."""
-    main = 2 * len(knobs["d"]) * len(knobs["betas"]) * knobs["n_traj"] * knobs["L"] * knobs["T"]
-    return float(main + knobs["n_traj"] * knobs["T"] * sum(knobs["refine_Ls"]))
-
-
-def _measured(ds):
-    knobs = {"d": list(ds.d.values), "betas": list(ds.beta.values), "n_traj": int(ds.n_traj.max()),
-             "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
-             "refine_Ls": [int(v) for v in ds.refine_L.values]}
-    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation for ``scale`` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+    return laid_out(fig)

@@ -26,12 +26,11 @@ import math
 import numpy as np
 
 from .. import simulate
-from .._validation import check_int, check_real
+from ..config import ModelConfig, RunConfig
 from ..homogenized import overlap_moments
 from ..random_attention import noise_clock
-from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
-from ..config import ModelConfig, RunConfig
+from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
+                   reals, resolve_scale)
 
 ID = "homog_regimes"
 CELL_VERSION = "1"
@@ -44,6 +43,11 @@ SCALES = {
     "quick": dict(_BASE, Ls=(4, 16, 64, 256, 1024), n_traj=4000),
     "paper": dict(_BASE, Ls=(4, 16, 64, 256, 1024), n_traj=40_000),
 }
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): the step exponents gamma
+#: (eta = L^-gamma), the numbers of heads, one dimension of at least 3, a beta up to 20 and
+#: at least two trajectories (a standard error).
+KNOB_SCHEMA = {"gammas": reals(0.0, 2.0), "heads": integers(1, 4096), "d": integer(3),
+               "beta": real(0.0, 20.0), "n_traj": integer(2)}
 #: Cells with a larger step are shown but not scored (the O(eta) discretisation, Theorem 1).
 ETA_SCORED = 0.1
 #: A regime verdict needs the measured trend to be this many standard errors from the other
@@ -68,22 +72,6 @@ def cell(*, gamma, n_heads, L, n_traj, d, beta, seed):
             "eta": eta, "tau": noise_clock(L, eta, 1.0, n_heads), "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (gamma, heads, L) sweep and attach the limit at every cell's clock."""
-    knobs = resolve_scale(SCALES, scale, overrides)
-    gammas = tuple(check_real("gammas", g, 0.0, 2.0) for g in knobs["gammas"])
-    heads = tuple(check_int("heads", h, 1, 4096) for h in knobs["heads"])
-    Ls = tuple(check_int("Ls", v, 1) for v in knobs["Ls"])
-    d = check_int("d", knobs["d"], 3)
-    beta = check_real("beta", knobs["beta"], 0.0, 20.0)
-    fixed = dict(n_traj=check_int("n_traj", knobs["n_traj"], 2), d=d, beta=beta)
-    ds = run_sweep(cell, {"gamma": list(gammas), "n_heads": list(heads), "L": list(Ls)},
-                   fixed=fixed, seed=check_int("seed", knobs["seed"], 0), name=f"{ID}-{scale}",
-                   cache_dir=cache_dir, scheduler=default_scheduler(scale, scheduler),
-                   progress=progress)
-    return _finish(ds, scale)
-
-
 def _finish(ds, scale):
     """Limit moments at each cell's tau, a fine theory curve, and z-scores."""
     d, beta = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_beta"])
@@ -104,8 +92,15 @@ def _finish(ds, scale):
     return ds
 
 
-def load_paper_result():
-    return load_committed(ID, "paper")
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (gamma, heads, L) sweep and attach the limit at every cell's clock."""
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    grid = {"gamma": list(knobs["gammas"]), "n_heads": list(knobs["heads"]),
+            "L": list(knobs["Ls"])}
+    ds = figure_sweep(__name__, scale, grid, fixed={k: knobs[k] for k in ("n_traj", "d", "beta")},
+                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress)
+    return _finish(ds, scale)
 
 
 def _slope(ds, gamma, n_heads, scored_only):
@@ -122,6 +117,26 @@ def _slope(ds, gamma, n_heads, scored_only):
     cov = np.linalg.inv(X.T @ (w[:, None] * X))
     coef = cov @ (X.T @ (w * y))
     return float(coef[1]), float(math.sqrt(cov[1, 1]))
+
+
+#: Seconds of simulation per trajectory-layer-head (two tokens, d = 4), measured on the
+#: committed paper run (294 s of cell time; its Dask workers ran one thread each).
+SECONDS_PER_WORK = 2.16e-7
+
+
+def work(knobs) -> float:
+    """Trajectory-layer-heads scheduled: n_traj * sum(Ls) * sum(heads) * len(gammas)."""
+    return float(knobs["n_traj"] * sum(knobs["Ls"]) * sum(knobs["heads"]) * len(knobs["gammas"]))
+
+
+def measured_work(ds):
+    """(seconds of simulation, trajectory-layer-heads) of a computed dataset."""
+    knobs = {"n_traj": int(ds.n_traj.max()), "Ls": [int(v) for v in ds.L.values],
+             "heads": [int(v) for v in ds.n_heads.values], "gammas": list(ds.gamma.values)}
+    return float(ds.attrs["cell_time_s"]), work(knobs)
+
+
+cost = cost_function(__name__)
 
 
 def summary(ds) -> dict:
@@ -174,9 +189,9 @@ def plot(ds):
 
     from ..style import palette
 
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
     colours = palette(ds.sizes["gamma"])
     markers = {int(h): m for h, m in zip(ds.n_heads.values, ("o", "s", "^", "D"))}
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
     Lf = np.geomspace(float(ds.L.min()), float(ds.L.max()), 60)
     for colour, g in zip(colours, ds.gamma.values):
         for h in ds.n_heads.values:
@@ -211,27 +226,4 @@ def plot(ds):
             ylabel=r"$E[(R_L - R_0)^2]$", ylim=(None, 2.0),
             title=f"every cell on one curve ({int(ds.n_traj.max()):,} pairs a cell; bars 2 s.e.)")
     axb.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    return fig
-
-
-#: Seconds of simulation per trajectory-layer-head (two tokens, d = 4), measured on the
-#: committed paper run (294 s of cell time; its Dask workers ran one thread each).
-SECONDS_PER_WORK = 2.16e-7
-
-
-def work(knobs) -> float:
-    """Trajectory-layer-heads scheduled: n_traj * sum(Ls) * sum(heads) * len(gammas)."""
-    return float(knobs["n_traj"] * sum(knobs["Ls"]) * sum(knobs["heads"]) * len(knobs["gammas"]))
-
-
-def _measured(ds):
-    knobs = {"n_traj": int(ds.n_traj.max()), "Ls": [int(v) for v in ds.L.values],
-             "heads": [int(v) for v in ds.n_heads.values], "gammas": list(ds.gamma.values)}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation for ``scale`` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+    return laid_out(fig)

@@ -6,8 +6,8 @@ one head, :math:`\beta = b/(\sigma_{qk}^2\sqrt d)` so that the scores have stand
 about b.  By symmetry the expected drift keeps the simplex form; the follow-up's Theorem 2
 says the Gram matrix stays close to it, with :math:`\gamma(t)` following a scalar ODE, and
 that attention concentrating on one token (large :math:`\beta`) slows it (their Figure 2).
-The constant of that ODE is lost in the text extraction; our derivation
-(:mod:`stochastic_transformers.homogenized`) gives, on the clock :math:`t = d\tau`,
+Our derivation of that ODE (:mod:`stochastic_transformers.homogenized`) gives, on the
+clock :math:`t = d\tau`,
 
 .. math::
 
@@ -29,14 +29,14 @@ import math
 import numpy as np
 
 from .. import simulate
-from .._validation import check_int, check_real
-from ..homogenized import simplex_path
-from ..sweep import run_sweep
-from ._common import cell_threads, default_scheduler, load_committed, projected_cost, resolve_scale
-# the units of work (work, _measured) are shared with the other figure on the clock t
-from ._homog import REFINE_FACTOR, plot_refinement, refinement_summary, schedule, work
-from ._homog import measured as _measured
+from .._validation import check_real
 from ..config import ModelConfig, RunConfig
+from ..homogenized import simplex_path
+# the schedule, the refinement and the units of work (work, measured_work) are shared with
+# the other figure on the clock t
+from ._homog import (CLOCK_SCHEMA, clock_sweeps, label_gap_axes, measured_work,
+                     on_schedule, plot_refinement, refinement_summary, schedule, work)
+from .base import all_of, cell_threads, cost_function, integer, integers, laid_out, resolve_scale
 
 ID = "homog_simplex"
 CELL_VERSION = "1"
@@ -51,6 +51,24 @@ SCALES = {
     "quick": dict(_BASE, n_traj=400),
     "paper": dict(_BASE, n_traj=4000, theory_samples=40_000),
 }
+
+
+def _below_one(name, value, knobs):
+    """The check of ``gamma0``: in [0, 1) (gamma0 = 1 is one point, which never moves)."""
+    gamma0 = check_real(name, value, 0.0, 1.0)
+    if gamma0 >= 1.0:
+        raise ValueError(f"{name} must be < 1 ({name} = 1 is one point, which never moves)")
+    return gamma0
+
+
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): those of the clock t
+#: (:data:`._homog.CLOCK_SCHEMA`), the start gamma0, the Monte Carlo samples of the theory
+#: and the dimensions, each above n_tokens (the simplex needs n_tokens + 1 directions) and
+#: each giving a schedule.
+KNOB_SCHEMA = {**CLOCK_SCHEMA, "gamma0": _below_one, "theory_samples": integer(100),
+               "d": all_of(integers(lambda knobs: knobs["n_tokens"] + 1), on_schedule)}
+
+
 def simplex_tokens(n_tokens, d, gamma0):
     """Unit vectors with Gram matrix (1 - gamma0) I + gamma0 1 1^T (needs d > n_tokens)."""
     x = np.zeros((n_tokens, d))
@@ -78,34 +96,15 @@ def cell(*, d, b, n_tokens, gamma0, n_traj, t_max, n_layers, n_times, seed):
 
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run the b sweep and attach the scalar dynamics for each b."""
-    knobs = resolve_scale(SCALES, scale, overrides)
-    n_tokens = check_int("n_tokens", knobs["n_tokens"], 2)
-    dims = tuple(check_int("d", v, n_tokens + 1) for v in knobs["d"])
-    gamma0 = check_real("gamma0", knobs["gamma0"], 0.0, 1.0)
-    if gamma0 >= 1.0:
-        raise ValueError("gamma0 must be < 1 (gamma0 = 1 is one point, which never moves)")
-    bs = tuple(check_real("bs", v, 0.0, 20.0) for v in knobs["bs"])
-    t_max = check_real("t_max", knobs["t_max"], 0.0, strict_min=True)
-    n_layers = check_int("n_layers", knobs["n_layers"], 1)
-    n_times = check_int("n_times", knobs["n_times"], 2)
-    for d in dims:
-        schedule(d, t_max, n_layers, n_times)
-    samples = check_int("theory_samples", knobs["theory_samples"], 100)
-    fixed = dict(n_tokens=n_tokens, gamma0=gamma0, n_traj=check_int("n_traj", knobs["n_traj"], 2),
-                 t_max=t_max, n_layers=n_layers, n_times=n_times)
-    t = np.linspace(0.0, t_max, n_times)
-    outs = ("gamma_mean", "gamma_se", "gamma_q10", "gamma_q90", "pair_spread")
-    common = dict(seed=check_int("seed", knobs["seed"], 0), cache_dir=cache_dir,
-                  scheduler=default_scheduler(scale, scheduler), progress=progress,
-                  output_dims={k: ("t",) for k in outs}, output_coords={"t": t})
-    ds = run_sweep(cell, {"d": list(dims), "b": list(bs)}, fixed=fixed, name=f"{ID}-{scale}",
-                   **common)
-    # Depth refinement at the largest d and b (the largest gap there): the step's share.
-    ref = run_sweep(cell, {"n_layers": [n_layers, REFINE_FACTOR * n_layers]},
-                    fixed={k: v for k, v in dict(fixed, d=max(dims), b=max(bs)).items()
-                           if k != "n_layers"}, name=f"{ID}-{scale}-refine", **common)
-    return _finish(ds, scale, samples=samples, refine=ref)
-
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    fixed = {k: knobs[k] for k in ("n_tokens", "gamma0", "n_traj", "t_max", "n_layers",
+                                   "n_times")}
+    # the depth refinement at the largest d and b (the largest gap there): the step's share
+    ds, ref = clock_sweeps(__name__, scale, knobs, fixed,
+                           ("gamma_mean", "gamma_se", "gamma_q10", "gamma_q90", "pair_spread"),
+                           refine_b=max(knobs["bs"]), seed=knobs["seed"], scheduler=scheduler,
+                           cache_dir=cache_dir, progress=progress)
+    return _finish(ds, scale, samples=knobs["theory_samples"], refine=ref)
 
 
 def _finish(ds, scale, *, samples, refine):
@@ -139,8 +138,12 @@ def _finish(ds, scale, *, samples, refine):
     return ds
 
 
-def load_paper_result():
-    return load_committed(ID, "paper")
+#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
+#: paper run (472 s of cell time with its refinement, one thread a worker).
+SECONDS_PER_WORK = 2.09e-8
+
+
+cost = cost_function(__name__)
 
 
 #: The verdict on the approach to the scalar dynamics: the largest gap must shrink with d,
@@ -196,22 +199,6 @@ def plot(ds):
            title=f"simplex start, N = {ds.attrs['fixed_n_tokens']}, d = {int(big.d)}, "
                  r"$\beta = b/\sqrt{d}$ (band: 10-90%)")
     ax.legend(fontsize=8, loc="upper left", ncol=2)
-    dd = ds.d.values.astype(float)
-    axs.set(xscale="log", yscale="log", xlabel="d", ylabel=r"$\max_t|E\gamma(t) - \gamma_{ODE}(t)|$",
-            title=f"gap to the scalar dynamics ({int(ds.n_traj.max()):,} runs a point)")
-    axs.set_xticks(dd, [str(int(v)) for v in dd])
-    axs.xaxis.set_minor_locator(plt.NullLocator())  # only the simulated d as x ticks
-    axs.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
-#: paper run (472 s of cell time with its refinement, one thread a worker).
-SECONDS_PER_WORK = 2.09e-8
-
-
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation for ``scale`` (see :func:`._common.projected_cost`)."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+    label_gap_axes(axs, ds, ylabel=r"$\max_t|E\gamma(t) - \gamma_{ODE}(t)|$", legend_size=7,
+                   title=f"gap to the scalar dynamics ({int(ds.n_traj.max()):,} runs a point)")
+    return laid_out(fig)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import simulate, theory
-from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
-from ._common import resolve_scale
 from ..config import ModelConfig, RunConfig
+from .base import integer, laid_out, real, resolve_scale
 
 ID = "overlap"
 DESCRIPTION = "a few two-token trajectories: the overlap and its distance to the nearer pole"
@@ -26,6 +25,8 @@ SCALES = {
     "quick": dict(_BASE, n_traj=12, T=30.0),
     "paper": dict(_BASE, n_traj=12, T=30.0),   # an illustration: the quick scale is the whole
 }
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): one dimension and one beta.
+KNOB_SCHEMA = {"d": integer(2), "beta": real(0.0)}
 #: The tolerance the right-hand panel marks (the paper's classification tolerance).
 TOL = 1e-3
 
@@ -37,16 +38,11 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     poles.  ``scheduler``, ``cache_dir`` and ``progress`` are accepted for the common
     interface and unused (one call of :func:`simulate`).
     """
-    knobs = resolve_scale(SCALES, scale, overrides)
-    d = check_int("d", knobs["d"], 2)
-    beta = check_real("beta", knobs["beta"], 0.0)
-    L = check_int("L", knobs["L"], 1)
-    T = check_real("T", knobs["T"], 0.0, strict_min=True)
-    n_layers = check_whole_layers(T, L)
-    n_traj = check_int("n_traj", knobs["n_traj"], 1)
-    attention = check_choice("attention", knobs["attention"], ATTENTIONS)
-    seed = check_int("seed", knobs["seed"], 0)
-    times = np.arange(n_layers + 1) / L
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    d, beta, attention, n_traj, seed = (knobs[k] for k in ("d", "beta", "attention", "n_traj",
+                                                           "seed"))
+    L, T = knobs["L"], knobs["T"]
+    times = np.arange(round(T * L) + 1) / L   # every layer (T * L is whole: resolve_scale)
     sim = simulate(ModelConfig(d=d, beta=beta, attention=attention),
                    RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, times=times, seed=seed))
     ds = sim[["one_minus_overlap_t", "one_plus_overlap_t"]].rename(
@@ -86,5 +82,4 @@ def plot(ds):
     ax2.axhline(ds.attrs["tol"], color="0.3", ls=":", lw=1)
     ax2.set(xlabel="time $t = n/L$", ylabel=r"$\min(1 - Z_t,\ 1 + Z_t)$",
             title=f"distance to the nearer pole (dotted: tolerance {ds.attrs['tol']:g})")
-    fig.tight_layout()
-    return fig
+    return laid_out(fig)

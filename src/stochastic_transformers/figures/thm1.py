@@ -73,10 +73,9 @@ from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT_PARALLEL
 from ..kernels.common import draw_pair_noise
-from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
-from ..sweep import run_sweep
-from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
-                      sweep_seconds)
+from .._validation import check_real
+from .base import (all_of, cell_threads, choices, cost_function, figure_sweep, integer, integers,
+                   knob_attr, laid_out, real, reals, resolve_scale, sweep_seconds, whole_layers)
 
 ID = "thm1"
 DESCRIPTION = ("Theorem 1: weak error of the discrete two-token model against the limit SDE, "
@@ -101,6 +100,42 @@ SCALES = {
     "smoke": dict(_COMMON, Ls=(3, 10, 30), n_traj=5_000, times=(1.0,)),
     "quick": dict(_COMMON, Ls=(3, 10, 30, 100, 300, 1000), n_traj=40_000),
     "paper": dict(_COMMON, Ls=(3, 10, 30, 100, 300, 1000), n_traj=1_000_000),
+}
+
+
+
+def _beta(name, value, knobs):
+    """The check of ``beta``: in [0, 300], and with unnormalised attention at most
+    ``attention.USA_PAIR_SHIFT_FROM`` (the control variate needs the unscaled weights,
+    whose powers overflow beyond)."""
+    beta = check_real(name, value, 0.0, 300.0)
+    if knobs["attention"] == "unnormalized" and beta > _att.USA_PAIR_SHIFT_FROM:
+        raise ValueError(f"{name} must be <= {_att.USA_PAIR_SHIFT_FROM:g} with unnormalized "
+                         f"attention in this study; got {beta}")
+    return beta
+
+
+def _open_overlap(name, value, knobs):
+    """The check of ``z0``: a start inside the open interval (-1, 1)."""
+    z0 = check_real(name, value, -1.0, 1.0)
+    if abs(z0) >= 1.0:
+        raise ValueError(f"{name} must lie in the open interval (-1, 1); got {z0}")
+    return z0
+
+
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`).  Every recorded time must
+#: be a whole number of layers at every L; at least two trajectories give a standard error.
+KNOB_SCHEMA = {
+    "beta": _beta,
+    "d": integer(2),
+    "z0": _open_overlap,
+    "n_traj": integer(2),
+    "fit_min_snr": real(0.0),
+    "fit_L_min": integer(1),
+    "Ls": integers(1, distinct=True, sort=True),
+    "times": all_of(reals(0.0, 50.0, strict_min=True, increasing=True),
+                    whole_layers("times", "Ls")),
+    "functions": choices(tuple(FUNCTIONS)),
 }
 
 # Kolmogorov table of u_x on a uniform grid: remaining time s = j * _DS, x in
@@ -232,45 +267,6 @@ def cell(*, L, block, n_traj, block_size, beta, d, attention, sigma, z0, times, 
             "elapsed_s": time.perf_counter() - start}
 
 
-def _check_knobs(knobs):
-    """Validate every knob before any compute; each error names its knob."""
-    k = dict(knobs)
-    k["beta"] = check_real("beta", k["beta"], 0.0, 300.0)
-    k["d"] = check_int("d", k["d"], 2)
-    check_choice("attention", k["attention"], ATTENTIONS)
-    if k["attention"] == "unnormalized" and k["beta"] > _att.USA_PAIR_SHIFT_FROM:
-        # The control variate needs the unscaled weights, whose powers overflow beyond.
-        raise ValueError(f"beta must be <= {_att.USA_PAIR_SHIFT_FROM:g} with unnormalized "
-                         f"attention in this study; got {k['beta']}")
-    k["sigma"] = check_real("sigma", k["sigma"], 0.0, strict_min=True)
-    k["z0"] = check_real("z0", k["z0"], -1.0, 1.0)
-    if abs(k["z0"]) >= 1.0:
-        raise ValueError(f"z0 must lie in the open interval (-1, 1); got {k['z0']}")
-    k["n_traj"] = check_int("n_traj", k["n_traj"], 2)
-    k["seed"] = check_int("seed", k["seed"], 0)
-    k["fit_min_snr"] = check_real("fit_min_snr", k["fit_min_snr"], 0.0)
-    k["fit_L_min"] = check_int("fit_L_min", k["fit_L_min"], 1)
-    Ls = tuple(k["Ls"])
-    if len(Ls) == 0 or len(set(Ls)) != len(Ls):
-        raise ValueError(f"Ls must hold distinct integers >= 1; got {k['Ls']}")
-    k["Ls"] = tuple(sorted(check_int("Ls", L, 1) for L in Ls))
-    times = tuple(float(check_real("times", t, 0.0, 50.0, strict_min=True)) for t in k["times"])
-    if len(times) == 0 or list(times) != sorted(set(times)):
-        raise ValueError(f"times must be increasing values in (0, 50]; got {k['times']}")
-    for L in k["Ls"]:
-        for t in times:
-            check_whole_layers(t, L, "times", "L (every L in Ls)")
-    k["times"] = times
-    fns = tuple(k["functions"])
-    if len(fns) == 0 or len(set(fns)) != len(fns):
-        raise ValueError(f"functions must be distinct names from {sorted(FUNCTIONS)}; "
-                         f"got {k['functions']}")
-    for name in fns:
-        check_choice("functions", name, tuple(FUNCTIONS))
-    k["functions"] = fns
-    return k
-
-
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Weak errors of the discrete model against the Kolmogorov reference, and the fitted order.
 
@@ -286,18 +282,18 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     * ``fit_used(L)``, ``order``, ``order_se``, ``log_constant``: the fit on ``weak_error``;
     * ``order_ft(function, time)``, ``order_ft_se``, ``n_fit_ft``: one fit per (f, t).
     """
-    knobs = _check_knobs(resolve_scale(SCALES, scale, overrides))
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     n_blocks = -(-knobs["n_traj"] // BLOCK_SIZE)
     fixed = {k: knobs[k] for k in ("n_traj", "beta", "d", "attention", "sigma", "z0")}
     fixed.update(block_size=BLOCK_SIZE, times=list(knobs["times"]),
                  functions=list(knobs["functions"]))
-    raw = run_sweep(cell, {"L": list(knobs["Ls"]), "block": list(range(n_blocks))},
-                    fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                    scheduler=default_scheduler(scale, scheduler), progress=progress,
-                    output_dims={v: ("function", "time") for v in
-                                 ("mean_plain", "m2_plain", "mean_cv", "m2_cv", "count")},
-                    output_coords={"function": list(knobs["functions"]),
-                                   "time": list(knobs["times"])})
+    raw = figure_sweep(__name__, scale, {"L": list(knobs["Ls"]), "block": list(range(n_blocks))},
+                       fixed=fixed, seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                       progress=progress,
+                       output_dims={v: ("function", "time") for v in
+                                    ("mean_plain", "m2_plain", "mean_cv", "m2_cv", "count")},
+                       output_coords={"function": list(knobs["functions"]),
+                                      "time": list(knobs["times"])})
     return _finish(raw, scale, knobs=knobs)
 
 
@@ -451,17 +447,13 @@ def work(knobs) -> float:
     return float(knobs["n_traj"] * sum(knobs["Ls"]) * max(knobs["times"]))
 
 
-def _measured(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+def measured_work(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset: every trajectory
+    of depth scale L runs L * max(times) layers."""
     return sweep_seconds(ds), float((ds.n_traj * ds.L).sum()) * float(ds.time.max())
 
 
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
-    The Kolmogorov reference (seconds) is not included."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__, note="The Kolmogorov reference (seconds) is not included.")
 
 
 def summary(ds) -> dict:
@@ -576,9 +568,8 @@ def plot(ds):
     ax2.set_title("(b) L x signed error (flat = order 1; bars: 2 s.e.)", fontsize=10)
     ax2.legend(fontsize=7.5)
     n = int(ds.n_traj.max())
-    fig.suptitle(f"Theorem 1 for N = 2: discrete overlap chain vs the limit SDE "
-                 rf"($\beta$ = {knob_attr(ds, 'beta'):g}, d = {knob_attr(ds, 'd')}, "
-                 rf"{knob_attr(ds, 'attention')}, $z_0$ = {knob_attr(ds, 'z0'):g}, "
-                 rf"{n:,} trajectories per L)", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig,
+                    f"Theorem 1 for N = 2: discrete overlap chain vs the limit SDE "
+                    rf"($\beta$ = {knob_attr(ds, 'beta'):g}, d = {knob_attr(ds, 'd')}, "
+                    rf"{knob_attr(ds, 'attention')}, $z_0$ = {knob_attr(ds, 'z0'):g}, "
+                    rf"{n:,} trajectories per L)", fontsize=10)

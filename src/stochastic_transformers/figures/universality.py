@@ -40,12 +40,13 @@ import numpy as np
 import xarray as xr
 
 from .. import simulate, theory
-from .._validation import ATTENTIONS, check_choice, check_int, check_real, check_whole_layers
+from .._validation import check_real, check_whole_layers
 from ..classification import outcome_counts
-from ..sweep import add_fraction, run_sweep
-from ._common import (cell_threads, default_scheduler, knob_attr, projected_cost, resolve_scale,
-                      sweep_seconds)
 from ..config import ModelConfig, RunConfig, configs_from_flat
+from ..stats import agreement_z, homogeneity_test, two_proportion_z
+from .base import (add_outcome_fractions, all_of, cell_threads, choice, choices, cost_function,
+                   figure_sweep, integer, integers, knob_attr, laid_out, reals, resolve_scale,
+                   sweep_seconds, whole_layers)
 
 ID = "universality"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -67,6 +68,35 @@ SCALES = {
     "paper": dict(_COMMON, betas=tuple(np.round(np.arange(0.0, 4.01, 0.25), 2)), L=100,
                   T=100.0, n_traj=40_000, convergence_beta=1.0,
                   convergence_Ls=(5, 10, 20, 50, 200), convergence_n_traj=40_000),
+}
+
+
+def _optional_beta(name, value, knobs):
+    """The check of ``convergence_beta``: a beta in [0, 300], or None (no L sweep)."""
+    return None if value is None else check_real(name, value, 0.0, 300.0)
+
+
+def _horizons_on_layers(name, factors, knobs):
+    """Relation check: every horizon T * factor is a whole number of layers at L."""
+    for f in factors:
+        check_whole_layers(knobs["T"] * f, knobs["L"], f"{name}: T * {f:g}")
+    return factors
+
+
+#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): the laws, distinct betas
+#: (sorted), one dimension, the L sweep (its depth scales must put T on whole layers) and
+#: the horizon factors (increasing; none turns the horizon check off).
+KNOB_SCHEMA = {
+    "values": choices(LAWS),
+    "betas": reals(0.0, 300.0, distinct=True, sort=True),
+    "d": integer(2),
+    "gaussian_method": choice(("overlap_chain", "literal")),
+    "convergence_beta": _optional_beta,
+    "convergence_Ls": all_of(integers(1, distinct=True, sort=True, empty=True),
+                             whole_layers("T", "convergence_Ls")),
+    "convergence_n_traj": integer(1),
+    "horizon_factors": all_of(reals(0.0, strict_min=True, increasing=True, empty=True),
+                              _horizons_on_layers),
 }
 
 
@@ -101,47 +131,6 @@ def horizon_cell(*, beta, L, T, d, n_traj, attention, tol, horizon_factors, seed
             "n_traj": n_traj, "elapsed_s": time.perf_counter() - start}
 
 
-def _check_knobs(knobs):
-    """Validate every knob before any compute; each error names its knob."""
-    k = dict(knobs)
-    k["d"] = check_int("d", k["d"], 2)
-    k["L"] = check_int("L", k["L"], 1)
-    k["T"] = check_real("T", k["T"], 0.0, strict_min=True)
-    k["n_traj"] = check_int("n_traj", k["n_traj"], 1)
-    check_choice("attention", k["attention"], ATTENTIONS)
-    check_choice("gaussian_method", k["gaussian_method"], ("overlap_chain", "literal"))
-    k["tol"] = check_real("tol", k["tol"], 0.0, 1.0, strict_min=True)
-    k["seed"] = check_int("seed", k["seed"], 0)
-    laws = tuple(k["values"])
-    if len(laws) == 0 or len(set(laws)) != len(laws):
-        raise ValueError(f"values must be distinct laws from {LAWS}; got {k['values']}")
-    for law in laws:
-        check_choice("values", law, LAWS)
-    k["values"] = laws
-    betas = tuple(float(check_real("betas", b, 0.0, 300.0)) for b in k["betas"])
-    if len(betas) == 0 or len(set(betas)) != len(betas):
-        raise ValueError(f"betas must hold distinct values >= 0; got {k['betas']}")
-    k["betas"] = tuple(sorted(betas))
-    for name, L in [("L", k["L"])] + [("convergence_Ls", x) for x in k["convergence_Ls"]]:
-        check_whole_layers(k["T"], L, "T", name)
-    if k["convergence_beta"] is not None:
-        k["convergence_beta"] = check_real("convergence_beta", k["convergence_beta"], 0.0, 300.0)
-    c_ls = tuple(check_int("convergence_Ls", x, 1) for x in k["convergence_Ls"])
-    if len(set(c_ls)) != len(c_ls):
-        raise ValueError(f"convergence_Ls must hold distinct integers; got {k['convergence_Ls']}")
-    k["convergence_Ls"] = tuple(sorted(c_ls))
-    k["convergence_n_traj"] = check_int("convergence_n_traj", k["convergence_n_traj"], 1)
-    factors = tuple(float(check_real("horizon_factors", f, 0.0, strict_min=True))
-                    for f in k["horizon_factors"])
-    if list(factors) != sorted(set(factors)):
-        raise ValueError(f"horizon_factors must be increasing values > 0; got "
-                         f"{k['horizon_factors']}")
-    for f in factors:
-        check_whole_layers(k["T"] * f, k["L"], f"horizon_factors: T * {f:g}")
-    k["horizon_factors"] = factors
-    return k
-
-
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run the (law, beta) sweep at L, and the (law, L) sweep at ``convergence_beta``.
 
@@ -156,89 +145,38 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     ends antipodal), ``p_antipodal_horizon(beta_below_c, horizon)`` and
     ``p_unclustered_horizon`` of the Gaussian chain at the times ``T * horizon_factors``.
     """
-    knobs = _check_knobs(resolve_scale(SCALES, scale, overrides))
-    sched = default_scheduler(scale, scheduler)
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    run = dict(seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir, progress=progress)
     fixed = {k: knobs[k] for k in ("L", "T", "d", "n_traj", "attention", "tol",
                                    "gaussian_method")}
-    ds = run_sweep(cell, {"values": list(knobs["values"]), "beta": list(knobs["betas"])},
-                   fixed=fixed, seed=knobs["seed"], name=f"{ID}-{scale}", cache_dir=cache_dir,
-                   scheduler=sched, progress=progress)
+    ds = figure_sweep(__name__, scale, {"values": list(knobs["values"]),
+                                        "beta": list(knobs["betas"])}, fixed=fixed, **run)
     conv = None
     c_beta, c_ls = knobs["convergence_beta"], [x for x in knobs["convergence_Ls"]
                                                if x != knobs["L"]]
     if c_beta is not None and c_ls:
         fixed_c = dict(fixed, beta=c_beta, n_traj=knobs["convergence_n_traj"])
         del fixed_c["L"]
-        conv = run_sweep(cell, {"values": list(knobs["values"]), "L": c_ls}, fixed=fixed_c,
-                         seed=knobs["seed"], name=f"{ID}-{scale}-L", cache_dir=cache_dir,
-                         scheduler=sched, progress=progress)
+        conv = figure_sweep(__name__, scale, {"values": list(knobs["values"]), "L": c_ls},
+                            part="L", fixed=fixed_c, **run)
     horizon = None
     below = [b for b in knobs["betas"] if 0.0 < b < theory.critical_beta(knobs["d"])]
     if below and len(knobs["horizon_factors"]) > 0 and "gaussian" in knobs["values"]:
         fixed_h = {k: knobs[k] for k in ("L", "T", "d", "n_traj", "attention", "tol")}
         fixed_h["horizon_factors"] = list(knobs["horizon_factors"])
-        horizon = run_sweep(horizon_cell, {"beta": below}, fixed=fixed_h, seed=knobs["seed"],
-                            name=f"{ID}-{scale}-horizon", cache_dir=cache_dir, scheduler=sched,
-                            progress=progress, output_dims={"n_antipodal": ("horizon",),
-                                                            "n_unclustered": ("horizon",)},
-                            output_coords={"horizon": [knobs["T"] * f for f in
-                                                       knobs["horizon_factors"]]})
+        horizon = figure_sweep(__name__, scale, {"beta": below}, cell=horizon_cell,
+                               part="horizon", fixed=fixed_h, **run,
+                               output_dims={"n_antipodal": ("horizon",),
+                                            "n_unclustered": ("horizon",)},
+                               output_coords={"horizon": [knobs["T"] * f for f in
+                                                          knobs["horizon_factors"]]})
     return _finish(ds, scale, knobs=knobs, conv=conv, horizon=horizon)
-
-
-def homogeneity_test(counts, totals):
-    r"""Chi-square test that several binomial samples share one success probability.
-
-    ``counts`` and ``totals`` have shape (n_groups, ...): for every trailing index the
-    (n_groups x 2) table of successes and failures is tested with Pearson's statistic,
-    :math:`n_{groups} - 1` degrees of freedom.  A column with no entries (every sample
-    all-success or all-failure) carries no information: statistic 0, 0 degrees of
-    freedom, p-value 1.
-
-    Returns ``(statistic, dof, p_value)`` with the trailing shape.
-    """
-    from scipy import stats
-
-    k = np.asarray(counts, dtype=float)
-    n = np.asarray(totals, dtype=float)
-    if k.shape != n.shape or k.ndim < 1 or k.shape[0] < 2:
-        raise ValueError("counts and totals must have the same shape (n_groups >= 2, ...)")
-    if np.any(k < 0) or np.any(k > n):
-        raise ValueError("counts must lie between 0 and totals")
-    table = np.stack([k, n - k], axis=-1)  # (g, ..., 2)
-    row = table.sum(-1, keepdims=True)
-    col = table.sum(0, keepdims=True)
-    grand = table.sum((0, -1), keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        expected = row * col / grand
-        terms = np.where(expected > 0, (table - expected) ** 2 / np.where(expected > 0,
-                                                                            expected, 1.0), 0.0)
-    stat = terms.sum((0, -1))
-    informative = np.all(col[0] > 0, axis=-1)
-    dof = np.where(informative, k.shape[0] - 1, 0)
-    stat = np.where(informative, stat, 0.0)
-    p = np.where(dof > 0, stats.chi2.sf(stat, np.maximum(dof, 1)), 1.0)
-    return stat, dof, p
-
-
-def two_proportion_z(k1, n1, k2, n2):
-    """Pooled two-proportion z statistic (k1/n1 - k2/n2) / se; 0 where both are 0 or 1."""
-    k1, n1, k2, n2 = (np.asarray(x, dtype=float) for x in (k1, n1, k2, n2))
-    pooled = (k1 + k2) / (n1 + n2)
-    se = np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(se > 0, (k1 / n1 - k2 / n2) / np.where(se > 0, se, 1.0), 0.0)
 
 
 def _finish(ds, scale, *, knobs, conv=None, horizon=None):
     """Fractions, bands, theory, deviations and the between-law tests from the raw counts."""
-    from scipy import stats
-
-    from ..stats import agreement_z
-
     d = knobs["d"]
-    for outcome in ("antipodal", "single", "unclustered"):
-        ds = add_fraction(ds, f"n_{outcome}", "n_traj", f"p_{outcome}")
+    ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     betas = ds.beta.values
     ds["p_theory"] = (("beta",), np.asarray(theory.antipodal_probability(betas, d), dtype=float))
     beta_fine = np.linspace(min(betas.min(), 0.0), betas.max(), 241)
@@ -250,6 +188,29 @@ def _finish(ds, scale, *, knobs, conv=None, horizon=None):
         ds.n_antipodal)).transpose("values", "beta")
     ds["max_abs_z"] = np.abs(ds.z_score).max("beta")
     ds["beta_of_max_abs_z"] = ds.beta[np.abs(ds.z_score).argmax("beta")].drop_vars("beta")
+    ds = _between_laws(ds)
+    ds["cell_time_s"] = ds.elapsed_s.sum("beta")
+    if conv is not None:
+        ds = _convergence_in_L(ds, conv, knobs)
+    if horizon is not None:
+        h = horizon.rename(beta="beta_below_c")
+        ds["p_antipodal_horizon"] = h.n_antipodal / h.n_traj
+        ds["p_unclustered_horizon"] = h.n_unclustered / h.n_traj
+        ds["n_traj_horizon"] = h.n_traj
+        ds["cell_time_horizon_s"] = float(h.elapsed_s.sum())
+    # d, L, T, attention, tol and gaussian_method are the main sweep's fixed_* attributes
+    ds.attrs.update(scale=scale, figure=ID,
+                    methods=("gaussian: " + knobs["gaussian_method"]
+                             + "; uniform, rademacher: literal"))
+    return ds
+
+
+def _between_laws(ds):
+    """The homogeneity test of the laws at every beta and summed over beta, and each law's
+    two-proportion z against the Gaussian one."""
+    from scipy import stats
+
+    betas = ds.beta.values
     if ds["values"].size >= 2:
         stat, dof, p = homogeneity_test(ds.n_antipodal.values, ds.n_traj.values)
     else:  # one law: nothing to compare
@@ -268,43 +229,36 @@ def _finish(ds, scale, *, knobs, conv=None, horizon=None):
         ds["z_vs_gaussian"] = xr.DataArray(
             two_proportion_z(ds.n_antipodal, ds.n_traj, g.n_antipodal, g.n_traj),
             dims=("values", "beta"), coords={"values": ds["values"], "beta": ds.beta})
-    ds["cell_time_s"] = ds.elapsed_s.sum("beta")
-    if conv is not None:
-        conv = add_fraction(conv, "n_antipodal", "n_traj", "p_antipodal")
-        conv = add_fraction(conv, "n_unclustered", "n_traj", "p_unclustered")
-        parts = [conv[["n_antipodal", "n_traj", "n_unclustered", "elapsed_s"]]]
-        c_beta = knobs["convergence_beta"]
-        if np.any(np.isclose(betas, c_beta)):
-            main = ds.sel(beta=betas[np.isclose(betas, c_beta)][0])
-            parts.append(main[["n_antipodal", "n_traj", "n_unclustered", "elapsed_s"]]
-                         .drop_vars("beta").expand_dims(L=[knobs["L"]]))
-        merged = xr.concat(parts, dim="L").sortby("L").rename(L="L_conv")
-        merged = add_fraction(merged, "n_antipodal", "n_traj", "p_antipodal")
-        for var in ("p_antipodal", "p_antipodal_low", "p_antipodal_high"):
-            ds[var.replace("p_antipodal", "p_antipodal_L")] = merged[var].transpose(
-                "values", "L_conv")
-        ds["n_antipodal_L"] = merged.n_antipodal.transpose("values", "L_conv")
-        ds["n_traj_L"] = merged.n_traj.transpose("values", "L_conv")
-        ds["p_unclustered_L"] = (merged.n_unclustered / merged.n_traj).transpose("values",
-                                                                                  "L_conv")
-        ds["p_theory_conv"] = float(theory.antipodal_probability(c_beta, d))
-        ds["z_score_L"] = agreement_z(ds.n_antipodal_L, ds.n_traj_L,
-                                      xr.full_like(ds.p_antipodal_L, float(ds.p_theory_conv)))
-        cp = (homogeneity_test(ds.n_antipodal_L.values, ds.n_traj_L.values)[2]
-              if ds["values"].size >= 2 else np.ones(ds.L_conv.size))
-        ds["p_value_between_laws_L"] = (("L_conv",), cp)
-        ds["cell_time_convergence_s"] = conv.elapsed_s.sum("L")
-        ds.attrs["convergence_beta"] = c_beta
-    if horizon is not None:
-        h = horizon.rename(beta="beta_below_c")
-        ds["p_antipodal_horizon"] = h.n_antipodal / h.n_traj
-        ds["p_unclustered_horizon"] = h.n_unclustered / h.n_traj
-        ds["n_traj_horizon"] = h.n_traj
-        ds["cell_time_horizon_s"] = float(h.elapsed_s.sum())
-    # d, L, T, attention, tol and gaussian_method are the main sweep's fixed_* attributes
-    ds.attrs.update(scale=scale, figure=ID,
-                    methods=("gaussian: " + knobs["gaussian_method"]
-                             + "; uniform, rademacher: literal"))
+    return ds
+
+
+def _convergence_in_L(ds, conv, knobs):
+    """The L sweep at ``convergence_beta`` (with the main sweep's L where it ran that beta):
+    fractions over ``L_conv``, deviations from the limit and the test between the laws."""
+    conv = add_outcome_fractions(conv, ("antipodal", "unclustered"))
+    parts = [conv[["n_antipodal", "n_traj", "n_unclustered", "elapsed_s"]]]
+    betas, c_beta = ds.beta.values, knobs["convergence_beta"]
+    if np.any(np.isclose(betas, c_beta)):
+        main = ds.sel(beta=betas[np.isclose(betas, c_beta)][0])
+        parts.append(main[["n_antipodal", "n_traj", "n_unclustered", "elapsed_s"]]
+                     .drop_vars("beta").expand_dims(L=[knobs["L"]]))
+    merged = xr.concat(parts, dim="L").sortby("L").rename(L="L_conv")
+    merged = add_outcome_fractions(merged, ("antipodal",))
+    for var in ("p_antipodal", "p_antipodal_low", "p_antipodal_high"):
+        ds[var.replace("p_antipodal", "p_antipodal_L")] = merged[var].transpose(
+            "values", "L_conv")
+    ds["n_antipodal_L"] = merged.n_antipodal.transpose("values", "L_conv")
+    ds["n_traj_L"] = merged.n_traj.transpose("values", "L_conv")
+    ds["p_unclustered_L"] = (merged.n_unclustered / merged.n_traj).transpose("values",
+                                                                              "L_conv")
+    ds["p_theory_conv"] = float(theory.antipodal_probability(c_beta, knobs["d"]))
+    ds["z_score_L"] = agreement_z(ds.n_antipodal_L, ds.n_traj_L,
+                                  xr.full_like(ds.p_antipodal_L, float(ds.p_theory_conv)))
+    cp = (homogeneity_test(ds.n_antipodal_L.values, ds.n_traj_L.values)[2]
+          if ds["values"].size >= 2 else np.ones(ds.L_conv.size))
+    ds["p_value_between_laws_L"] = (("L_conv",), cp)
+    ds["cell_time_convergence_s"] = conv.elapsed_s.sum("L")
+    ds.attrs["convergence_beta"] = c_beta
     return ds
 
 
@@ -352,7 +306,7 @@ def summary(ds) -> dict:
 
 #: Seconds of simulation per trajectory-layer of the literal model (the unit of
 #: :func:`work`): 2.57 M trajectory-layers a second per core, measured on long runs on the
-#: project's 2-core machine (README, "Paper scale"; no paper-scale result is committed).
+#: project's 2-core machine (the book's Reproducing page, "Measured costs").
 SECONDS_PER_WORK = 3.9e-7
 #: A layer of the Gaussian overlap chain in units of a literal layer: the chain runs
 #: 11-12.5 M trajectory-layers a second per core on the same machine, against 2.57 M.
@@ -381,7 +335,7 @@ def work(knobs) -> float:
     return float(per_law * layers + horizon)
 
 
-def _measured(ds) -> tuple[float, float]:
+def measured_work(ds) -> tuple[float, float]:
     """(seconds of simulation, literal-equivalent trajectory-layers) of a computed dataset,
     its three sweeps together."""
     method = str(knob_attr(ds, "gaussian_method"))
@@ -400,12 +354,7 @@ def _measured(ds) -> tuple[float, float]:
     return seconds, layers
 
 
-def cost(scale, ds=None) -> float:
-    """Projected seconds of simulation (summed over cells) for ``scale``: at the rate of
-    ``ds`` if given, else at :data:`SECONDS_PER_WORK` (see :func:`._common.projected_cost`).
-    :func:`cost_by_law` splits a run's projection by law."""
-    return projected_cost(work(resolve_scale(SCALES, scale, {})), SECONDS_PER_WORK,
-                          None if ds is None else _measured(ds))
+cost = cost_function(__name__, note=":func:`cost_by_law` splits a run's projection by law.")
 
 
 def cost_by_law(ds, target="paper") -> dict:
@@ -502,7 +451,6 @@ def plot(ds):
                       f" (T = {knob_attr(ds, 'T'):g}, {int(ds.n_traj_L.max()):,} trajectories)",
                       fontsize=9.5)
         axc.legend(fontsize=8, loc="lower right")
-    fig.suptitle("Universality: the two-token outcome law for three laws of the value entries "
-                 r"(same variance $\sigma^2 = 1$)", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return laid_out(fig,
+                    "Universality: the two-token outcome law for three laws of the value entries "
+                    r"(same variance $\sigma^2 = 1$)", fontsize=10)

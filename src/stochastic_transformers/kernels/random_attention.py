@@ -15,8 +15,8 @@ import numpy as np
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
-from .common import Runner, given_tokens, record_gram, start_tokens
-from .tokens import assemble_tokens
+from .common import Runner, record_gram, start_tokens
+from .tokens import allocate_tokens, assemble_tokens, init_mode
 
 
 @nb.njit(inline="always", **JIT)
@@ -212,18 +212,11 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
                 x_out[t, i, a] = x[i, a]
 
 
-def _allocate(plan):
-    n, n_tok = plan.n_traj, plan.n_tokens
-    return dict(x0=given_tokens(plan), x=np.empty((n, n_tok, plan.d)),
-                rec_gram=np.empty((n, plan.rec.size, n_tok, n_tok)))
-
-
 def _run(plan, a, lo, hi):
-    init_mode = 1 if plan.x0 is not None else (2 if plan.z0 is not None else 0)
     _kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens, plan.d,
             plan.n_layers, plan.n_heads, plan.method == "literal", plan.beta, plan.sigma,
-            plan.sigma_qk, plan.eta, a["x0"][lo:hi], init_mode,
+            plan.sigma_qk, plan.eta, a["x0"][lo:hi], init_mode(plan),
             0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi], a["x"][lo:hi])
 
 
-RUNNER = Runner(_allocate, _run, assemble_tokens)
+RUNNER = Runner(allocate_tokens, _run, assemble_tokens)

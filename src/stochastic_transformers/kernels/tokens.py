@@ -113,11 +113,14 @@ def layer_kind(plan) -> int:
     return {"literal": 0, "gaussian_dn": 1}[plan.method]
 
 
-def _init_mode(plan) -> int:
+def init_mode(plan) -> int:
+    """The ``init_mode`` of :func:`.common.init_tokens` for a plan: 1 given tokens, 2 a pair
+    at overlap z0, 0 i.i.d. uniform."""
     return 1 if plan.x0 is not None else (2 if plan.z0 is not None else 0)
 
 
-def _allocate(plan):
+def allocate_tokens(plan):
+    """The given tokens, the final tokens and the recorded Gram matrices of a run."""
     n, n_tok = plan.n_traj, plan.n_tokens
     return dict(x0=given_tokens(plan), x=np.empty((n, n_tok, plan.d)),
                 rec_gram=np.empty((n, plan.rec.size, n_tok, n_tok)))
@@ -127,7 +130,7 @@ def _run(plan, a, lo, hi):
     _tokens_kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens,
                    plan.d, plan.n_layers, layer_kind(plan), _LAW_CODES[plan.values], plan.beta,
                    plan.softmax, plan.B, plan.b_is_identity, plan.h, plan.sigma, 1.0 / plan.L,
-                   plan.epsilon, a["x0"][lo:hi], _init_mode(plan),
+                   plan.epsilon, a["x0"][lo:hi], init_mode(plan),
                    0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi],
                    a["x"][lo:hi])
 
@@ -142,4 +145,4 @@ def assemble_tokens(plan, a):
     return data, np.full(plan.n_traj, -1)
 
 
-RUNNER = Runner(_allocate, _run, assemble_tokens)
+RUNNER = Runner(allocate_tokens, _run, assemble_tokens)

@@ -249,6 +249,15 @@ def _split_labels(plan):
     return np.r_[np.zeros(m1, int), np.ones(m2, int)]
 
 
+def _with_records(plan, a, data, opo_name):
+    """``data`` with the recorded Gram matrices and 1 + overlaps (when times are recorded),
+    and the stopped layers."""
+    if plan.times is not None:
+        data["gram_t"] = recorded(plan, a["rec_gram"])
+        data[opo_name] = recorded(plan, a["rec_opo"], ())
+    return data, a["stopped"]
+
+
 def _allocate_cluster(plan):
     n, n_tok, n_rec = plan.n_traj, plan.n_tokens, plan.rec.size
     z0 = plan.z0
@@ -272,11 +281,8 @@ def _assemble_cluster(plan, a):
     s, c = a["s"], a["c"]
     z = c * c - s * s
     gram = np.where(labels[:, None] == labels[None, :], 1.0, z[:, None, None])
-    data = half_angle_outputs(gram, s, c, a["stopped"])
-    if plan.times is not None:
-        data["gram_t"] = recorded(plan, a["rec_gram"])
-        data["one_plus_overlap_t"] = recorded(plan, a["rec_opo"], ())
-    return data, a["stopped"]
+    return _with_records(plan, a, half_angle_outputs(gram, s, c, a["stopped"]),
+                         "one_plus_overlap_t")
 
 
 #: Per-trajectory outputs of the reduced path: name -> dtype.
@@ -318,10 +324,7 @@ def _assemble_reduced(plan, a):
             "merge_one_minus_overlap": (per_traj, 2.0 * a["merge_s"] * a["merge_s"]),
             "merge_one_plus_overlap": (per_traj, 2.0 * a["merge_c"] * a["merge_c"]),
             "stopped_layer": (per_traj, a["stopped"])}
-    if plan.times is not None:
-        data["gram_t"] = recorded(plan, a["rec_gram"])
-        data["one_plus_min_overlap_t"] = recorded(plan, a["rec_opo"], ())
-    return data, a["stopped"]
+    return _with_records(plan, a, data, "one_plus_min_overlap_t")
 
 
 CLUSTER_RUNNER = Runner(_allocate_cluster, _run_cluster, _assemble_cluster)
