@@ -141,9 +141,31 @@ def _check_offline(app, exception):
             f"read offline:\n  {shown}")
 
 
+#: The book's own style sheet, written into the site's _static folder.  A display equation
+#: wider than the text column scrolls inside it instead of running past its right edge.
+_CSS_NAME = "companion.css"
+_CSS = """\
+mjx-container[display="true"] {
+  display: block;
+  max-width: 100%;
+  overflow-x: auto;
+  overflow-y: hidden;
+}
+"""
+
+
+def _write_css(app, exception):
+    if exception is None and app.builder.format == "html":
+        static = Path(app.outdir) / "_static"
+        static.mkdir(parents=True, exist_ok=True)
+        (static / _CSS_NAME).write_text(_CSS)
+
+
 def setup(app):
     """Sphinx entry point."""
     app.add_role("nb", _nb_role)
+    app.add_css_file(_CSS_NAME)
+    app.connect("build-finished", _write_css)
     app.connect("missing-reference", _missing_notebook)
     app.connect("doctree-read", _unnumber_figures)
     app.connect("doctree-resolved", _restore_figure_ids)
