@@ -1,5 +1,8 @@
 # Two commands do everything on a fresh clone:
-#   make book   - create .venv, install, execute every figure notebook (quick scale), render _build/html
+#   make book   - create .venv, install, render _build/html: each figure shows its committed
+#                 paper-scale result (results/) and recomputes only its theory and verdicts;
+#                 a figure with none committed runs at the quick scale
+#                 (make book SCALE=quick or SCALE=smoke recomputes every figure at that scale)
 #   make test   - create .venv, install, run the whole test suite (unit, statistical, notebooks, browser)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -16,9 +19,10 @@ STAMP := $(VENV)/.installed
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
 NOTEBOOKS := $(sort $(wildcard notebooks/*.md))
-# The book: SCALE is the notebooks' papermill `scale` parameter; BOOK_ROOT the folder whose
+# The book: SCALE is the notebooks' papermill `scale` parameter (paper: the committed results,
+# see figures.base.obtain; `make paper` recomputes them); BOOK_ROOT the folder whose
 # _build/ receives executed notebooks, staged sources and HTML (test-browser: _build/smoke).
-SCALE ?= quick
+SCALE ?= paper
 BOOK_ROOT ?= .
 BOOK_BUILD := $(patsubst ./%,%,$(BOOK_ROOT)/_build)
 EXECUTED := $(patsubst notebooks/%.md,$(BOOK_BUILD)/executed/$(SCALE)/%.ipynb,$(NOTEBOOKS))

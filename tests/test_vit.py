@@ -329,17 +329,6 @@ def test_fig2_verdicts_follow_interval_and_sign_test(gaps, verdict):
     assert s["gap"] == pytest.approx(gaps.mean())
 
 
-def test_fig2_sign_test_matches_scipy():
-    from scipy import stats
-
-    for wins, losses in ((9, 1), (7, 3), (5, 5), (0, 10), (10, 0)):
-        one, two = fig2.sign_test(wins, losses)
-        ref = stats.binomtest(wins, wins + losses, 0.5)
-        assert one == pytest.approx(stats.binomtest(wins, wins + losses, 0.5,
-                                                    alternative="greater").pvalue)
-        assert two == pytest.approx(ref.pvalue)
-
-
 def test_fig2_flop_model_counts_the_paper_network():
     f = fig2.training_flops()
     assert f["tokens"] == 65  # 8 x 8 patches of 4 x 4 pixels and the class token

@@ -16,8 +16,11 @@ each trajectory up to fluctuations of order :math:`d^{-1/2}`
 
 Each trajectory is compared with the logistic curve from its own :math:`m(0)`; the
 statistic is the mean of :math:`m(t) - u(t; m(0))` over trajectories, in standard errors,
-and its largest size over t, against d: the follow-up predicts it shrinks like 1/d at
-:math:`\beta = O(d^{-1/2})`.
+and its largest size over t, against d.  At :math:`\beta = 0` it shrinks like 1/d.  At a fixed
+:math:`b > 0` the attention moments do not depend on d, so the mean overlap tends to the
+b-dependent simplex law instead, and the gap to the logistic curve levels off at a floor of
+order :math:`b^4` (the chapter "Random keys, queries and heads" derives it); the logistic law
+is the limit :math:`b \to 0`.
 """
 
 from __future__ import annotations
