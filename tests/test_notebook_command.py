@@ -60,3 +60,17 @@ def test_parameters_are_typed_like_reproduce_set():
                                             ("n_traj", "100"), ("cache_dir", "None")], "smoke")
     assert got == {"scale": "smoke", "betas": [0.0, 0.5, 1.0], "d": [4, 6], "n_traj": 100,
                    "cache_dir": None}
+
+
+def test_the_figure_list_keeps_every_id_apart_from_its_description(capsys):
+    """Every row of ``reproduce --list`` is an id, at least two spaces, then its description,
+    even for the longest id."""
+    from stochastic_transformers import figures
+    from stochastic_transformers.cli import main
+
+    assert main(["reproduce", "--list"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    found = figures.available()
+    assert len(rows) == len(found)
+    for row, (fig_id, module) in zip(rows, found.items()):
+        assert row.startswith(fig_id + "  ") and row.endswith(module.DESCRIPTION)

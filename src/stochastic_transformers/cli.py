@@ -59,7 +59,12 @@ def _fail(message: str) -> int:
 
 
 def _listing(rows, width: int) -> int:
-    """Print ``(name, text)`` rows in two columns (the names ``width`` wide); exit status 0."""
+    """Print ``(name, text)`` rows in two columns; exit status 0.
+
+    The first column is at least ``width`` wide and wide enough for the longest name plus
+    two spaces, so that no name runs into its text."""
+    rows = list(rows)
+    width = max([width] + [len(str(name)) + 2 for name, _ in rows])
     for name, text in rows:
         print(f"{name:<{width}}{text}")
     return 0
