@@ -224,6 +224,7 @@ def plot(ds):
     axb.text(10, 0.3, "noise\ndominates", fontsize=8, va="top")
     axb.set(xscale="log", yscale="log", xlabel=r"noise clock $\tau = L\eta^2/H$",
             ylabel=r"$E[(R_L - R_0)^2]$", ylim=(None, 2.0),
-            title=f"every cell on one curve ({int(ds.n_traj.max()):,} pairs a cell; bars 2 s.e.)")
+            title=("the clock orders every cell; the small steps lie on the curve\n"
+                   f"({int(ds.n_traj.max()):,} pairs a cell; bars 2 s.e.)"))
     axb.legend(fontsize=8, loc="lower right")
     return laid_out(fig)
