@@ -18,9 +18,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+
 from .figures.base import repo_root
 
-__all__ = ["available", "find", "parameters_of", "parse_parameters", "execute"]
+__all__ = ["available", "find", "parameters_of", "parse_parameters", "execute", "glue_key",
+           "glue_values"]
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=", re.MULTILINE)
 
@@ -139,3 +142,68 @@ def execute(path: Path, out_dir, parameters: dict, *, kernel: str = "python3") -
         finally:
             tmp_ipynb.unlink(missing_ok=True)
     return out
+
+
+# ----------------------------------------------------------------------------- numbers in prose
+def glue_key(*parts) -> str:
+    """The glue key of a value: its parts joined by dots (``fig7.per_beta.4.p_final``).
+
+    A number that names a cell (a beta, a dimension) is written the shortest way that
+    reads back to it (``4.0`` -> ``4``, ``0.5`` -> ``0.5``); a tuple is joined by ``-``.
+    Keys cannot contain ``:``, which separates a key from its format in ``{glue:text}``.
+    """
+    def part(p):
+        if isinstance(p, tuple):
+            return "-".join(part(q) for q in p)
+        if isinstance(p, (float, np.floating)):
+            return f"{float(p):g}"
+        if isinstance(p, (int, np.integer, bool, np.bool_)):
+            return str(int(p)) if not isinstance(p, (bool, np.bool_)) else str(bool(p))
+        return str(p)
+
+    key = ".".join(part(p) for p in parts)
+    if ":" in key or "`" in key or not key:
+        raise ValueError(f"glue key {key!r}: must be non-empty, without ':' or '`'")
+    return key
+
+
+def _plain(value):
+    """A NumPy scalar as the Python number it holds, so that its plain text is the number
+    (NumPy 2 prints ``np.float64(1.5)``, which ``{glue:text}`` cannot format)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def glue_values(prefix: str, values: dict, *, _glue=None) -> dict[str, object]:
+    """Glue every scalar of ``values`` for the page's prose; return ``{key: value}``.
+
+    The sentences of a page that quote a computed number take it with
+    ``{glue:text}`KEY:FORMAT``` (``{glue:text}`fig3.max_abs_z:.1f```), and a chapter takes
+    it from the figure's page with ``{glue:text}`../notebooks/PAGE.ipynb::KEY:FORMAT```,
+    so that a rerun at another scale never leaves a stale number in the text.  Nested
+    dictionaries (a figure's ``summary()``) are glued under dotted keys (:func:`glue_key`);
+    lists and tuples by position; ``None`` as the text ``none``; a
+    :class:`IPython.display.Markdown` object as itself (``{glue:md}`KEY```, same page
+    only).  Nothing is displayed.
+    """
+    if _glue is None:
+        from myst_nb import glue as _glue
+    glued: dict[str, object] = {}
+
+    def walk(parts, value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(parts + (k,), v)
+        elif isinstance(value, (list, tuple)) and not (parts and isinstance(parts[-1], tuple)):
+            for i, v in enumerate(value):
+                walk(parts + (i,), v)
+        elif isinstance(value, np.ndarray):
+            walk(parts, value.tolist())
+        else:
+            glued[glue_key(prefix, *parts)] = "none" if value is None else _plain(value)
+
+    walk((), values)
+    for key, value in glued.items():
+        _glue(key, value, display=False)
+    return glued

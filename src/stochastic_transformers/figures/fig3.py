@@ -22,7 +22,7 @@ from ..classification import outcome_counts
 from ..config import ModelConfig, RunConfig
 from ..stats import agreement_z
 from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integers,
-                   laid_out, resolve_scale, trajectory_layer_work)
+                   knob_attr, laid_out, resolve_scale, trajectory_layer_work)
 
 ID = "fig3"
 #: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
@@ -106,8 +106,16 @@ cost = cost_function(__name__)
 NEAR = 0.15
 
 
+#: Mean deviation (in standard errors) away from beta_c beyond which the run resolves the
+#: discrete model's own bias at this L (``far_bias_resolved``).
+FAR_BIAS_RESOLVED = 0.5
+
+
 def summary(ds) -> dict:
-    """Numbers the notebook quotes: largest deviation and where, share within 2 and 3 SE."""
+    """Numbers the notebook quotes: largest deviation and where, share within 2 and 3 SE,
+    the thresholds ``beta_c`` by d, the early-stopping statistics, and
+    ``far_bias_resolved`` (the mean deviation away from ``beta_c`` exceeds
+    :data:`FAR_BIAS_RESOLVED` standard errors)."""
     z = ds.z_score
     where = z.where(np.abs(z) == np.abs(z).max(), drop=True)
     # Points where theory and simulation are both exactly 0 agree trivially; the shares
@@ -140,6 +148,14 @@ def summary(ds) -> dict:
         "n_traj": int(ds.n_traj.values.max()),
         "mean_layers": float(ds.mean_layers.mean()),
         "stopped_fraction": float((ds.n_stopped / ds.n_traj).mean()),
+        "L": int(knob_attr(ds, "L")),
+        "T": float(knob_attr(ds, "T")),
+        "layers_budget": int(round(float(knob_attr(ds, "L")) * float(knob_attr(ds, "T")))),
+        "near_window": NEAR,
+        "beta_c": {int(k): float(v) for k, v in zip(ds.d.values, np.atleast_1d(ds.beta_c.values))},
+        # Away from beta_c a mean deviation beyond half a standard error (averaged over
+        # n_far points, each with unit spread) resolves the discrete model's 1/L bias.
+        "far_bias_resolved": bool(zf.size and abs(float(zf.mean())) > FAR_BIAS_RESOLVED),
     }
 
 
