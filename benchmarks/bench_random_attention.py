@@ -9,6 +9,11 @@ trajectory-layers per second and the ratio to the reference measured in this run
 
     python benchmarks/bench_random_attention.py           # N = 8, d = 16, H = 4 (about 1 min)
     python benchmarks/bench_random_attention.py --quick
+    python benchmarks/bench_random_attention.py --json results/benchmarks/bench_random_attention.json
+
+``--json PATH`` also writes every row of the table, the settings, the date, the git commit,
+the machine and the load average of the run to PATH, atomically
+(:class:`stochastic_transformers.costs.BenchmarkRun`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import time
 
 import numpy as np
 
-from stochastic_transformers import simulate
+from stochastic_transformers import ModelConfig, RunConfig, simulate
+from stochastic_transformers.costs import BenchmarkRun
 from stochastic_transformers.random_attention import normals_per_layer
 
 
@@ -52,36 +58,50 @@ def _rate(fn, work):
     return work / (time.perf_counter() - t0)
 
 
-def main(quick=False):
+def main(quick=False, json_path=None, workload=None):
+    """Run the table (``workload``: ``(n_traj, n_layers)`` instead of the scale's, for tests)."""
     n_tokens, d, n_heads, beta = 8, 16, 4, 1.0
-    n_traj, n_layers = (400, 64) if quick else (2000, 128)
+    n_traj, n_layers = workload or ((400, 64) if quick else (2000, 128))
     L = n_layers
     eta = 1.0 / math.sqrt(L)
     work = n_traj * n_layers
+    record = BenchmarkRun("bench_random_attention", quick=quick, settings=dict(
+        n_tokens=n_tokens, d=d, n_heads=n_heads, beta=beta, n_traj=n_traj,
+        n_layers=n_layers, L=L, eta=eta, timing="one run"))
     model = ModelConfig(d=d, beta=beta, kind="random_attention", n_heads=n_heads)
     # compile outside the timing
     for method in ("literal", "subspace"):
         simulate(model, RunConfig(n_tokens=n_tokens, n_traj=2, L=2, T=1, method=method))
-    rows = [("numpy reference (batched einsum)", "-", 3 * n_heads * d * d,
-             _rate(lambda: numpy_reference(n_tokens, d, beta, n_heads, n_traj=n_traj,
-                                           n_layers=n_layers, eta=eta), work))]
+    rows = [{"method": "numpy reference", "threads": 1,
+             "normals_per_layer": 3 * n_heads * d * d,
+             "rate": _rate(lambda: numpy_reference(n_tokens, d, beta, n_heads, n_traj=n_traj,
+                                                   n_layers=n_layers, eta=eta), work)}]
     for method in ("literal", "subspace"):
         for threads in (1, 2):
-            rows.append((f"simulate(method={method!r})", threads,
-                         normals_per_layer(n_tokens, d, n_heads, method),
-                         _rate(lambda: simulate(model, RunConfig(
+            rows.append({"method": method, "threads": threads,
+                         "normals_per_layer": normals_per_layer(n_tokens, d, n_heads, method),
+                         "rate": _rate(lambda: simulate(model, RunConfig(
                              n_tokens=n_tokens, n_traj=n_traj, L=L, T=1, method=method,
-                             n_threads=threads)), work)))
-    ref = rows[0][3]
+                             n_threads=threads)), work)})
+    for row in rows:
+        row["speedup"] = row["rate"] / rows[0]["rate"]
+    record.table("methods", rows)
     print(f"N = {n_tokens}, d = {d}, H = {n_heads}, beta = {beta}: {n_traj} trajectories x "
           f"{n_layers} layers\n")
     print("| method | threads | random numbers a layer | trajectory-layers / s | vs numpy |")
     print("|---|---|---|---|---|")
-    for name, threads, numbers, rate in rows:
-        print(f"| {name} | {threads} | {numbers:,} | {rate:,.0f} | {rate / ref:.1f}x |")
+    for row in rows:
+        print(f"| {row['method']} | {row['threads']} | {row['normals_per_layer']:,} | "
+              f"{row['rate']:,.0f} | {row['speedup']:.1f}x |")
+    if json_path:
+        print(f"\nwritten: {record.write(json_path)}")
+    return record
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    main(parser.parse_args().quick)
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write every row, the settings and the run's provenance here")
+    args = parser.parse_args()
+    main(args.quick, args.json)

@@ -9,10 +9,17 @@ the parts can be compared with each other and with the whole layer:
 * the whole layer as ``simulate`` runs it.
 
     python benchmarks/profile_layer.py
+    python benchmarks/profile_layer.py --quick      # 200,000 layers a part instead of 2,000,000
+    python benchmarks/profile_layer.py --json results/benchmarks/profile_layer.json
+
+``--json PATH`` also writes every row of the table, the settings, the date, the git commit,
+the machine and the load average of the run to PATH, atomically
+(:class:`stochastic_transformers.costs.BenchmarkRun`).
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numba as nb
@@ -20,6 +27,7 @@ import numpy as np
 
 from stochastic_transformers import attention as att
 from stochastic_transformers import rng as _rng
+from stochastic_transformers.costs import BenchmarkRun
 from stochastic_transformers.kernels.tokens import token_layer as _token_layer
 
 
@@ -92,17 +100,32 @@ def _time(fn, *args):
     return time.perf_counter() - start
 
 
-def main(n=2_000_000):
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="200,000 layers a part")
+    parser.add_argument("--layers", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write every row, the settings and the run's provenance here")
+    args = parser.parse_args(argv)
+    n = args.layers or (200_000 if args.quick else 2_000_000)
+    record = BenchmarkRun("profile_layer", quick=args.quick,
+                          settings=dict(n_layers=n, threads=1, beta=1.0, attention="softmax"))
     with att.numba_threads(1):   # numba's thread count is restored afterwards
-        _table(n)
+        record.table("parts", _table(n))
+    if args.json:
+        print(f"\nwritten: {record.write(args.json)}")
+    return record
 
 
 def _table(n):
+    """Rows ``{n_tokens, d, path, whole_ns, normals_ns, n_normals, attention_ns, exp_ns,
+    n_exp, qr_ns}`` (ns per layer; ``qr_ns`` 0 on the literal path, which has no QR)."""
     state = np.empty(4, dtype=np.uint64)
     _rng.seed_stream(state, np.uint64(1), np.uint64(2), 0)
     print(f"one thread, {n:,} layers; ns per layer\n")
     print("| N, d | path | whole layer | normals | attention | of which exp | QR |")
     print("|---|---|---:|---:|---:|---:|---:|")
+    rows = []
     for n_tok, d in ((3, 4), (8, 4)):
         x = np.random.default_rng(0).standard_normal((n_tok, d))
         x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -110,13 +133,18 @@ def _table(n):
             if kind == 1 and n_tok >= d:
                 continue
             count = d * d if kind == 0 else d * min(d, n_tok)
-            whole = _time(_layers, state, x.copy(), kind, 1.0, n) / n * 1e9
-            normals = _time(_normals, state, count, n) / n * 1e9
-            attn = _time(_attention_only, x.copy(), 1.0, n) / n * 1e9
-            exps = _time(_exps_only, n_tok * n_tok, n) / n * 1e9
-            qr = _time(_qr_only, x.copy(), n) / n * 1e9 if kind == 1 else 0.0
-            print(f"| {n_tok}, {d} | {name} | {whole:.0f} | {normals:.0f} ({count}) | {attn:.0f} | "
-                  f"{exps:.0f} | {qr:.0f} |")
+            row = {"n_tokens": n_tok, "d": d, "path": name, "n_normals": count,
+                   "n_exp": n_tok * n_tok,
+                   "whole_ns": _time(_layers, state, x.copy(), kind, 1.0, n) / n * 1e9,
+                   "normals_ns": _time(_normals, state, count, n) / n * 1e9,
+                   "attention_ns": _time(_attention_only, x.copy(), 1.0, n) / n * 1e9,
+                   "exp_ns": _time(_exps_only, n_tok * n_tok, n) / n * 1e9,
+                   "qr_ns": _time(_qr_only, x.copy(), n) / n * 1e9 if kind == 1 else 0.0}
+            rows.append(row)
+            print(f"| {n_tok}, {d} | {name} | {row['whole_ns']:.0f} | {row['normals_ns']:.0f} "
+                  f"({count}) | {row['attention_ns']:.0f} | {row['exp_ns']:.0f} | "
+                  f"{row['qr_ns']:.0f} |")
+    return rows
 
 
 if __name__ == "__main__":

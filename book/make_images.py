@@ -6,8 +6,10 @@
   Transformer, written as plain SVG (no plotting library), so every element is
   placed on purpose and the text stays text.
 * ``images/phase_diagram.svg``: the landing page's figure, the two exact phase
-  boundaries of the paper (Theorem 2 and Proposition 1) drawn with the book's
-  matplotlib style.  It needs no simulation: both curves are closed formulas.
+  boundaries of the paper (Theorem 2 and Proposition 1, both for two tokens and
+  :math:`Q^\top K = \mathrm{Id}`; Proposition 1 for unnormalised attention only) drawn
+  with the book's matplotlib style.  It needs no simulation: both curves are closed
+  formulas.
 """
 
 from __future__ import annotations
@@ -213,7 +215,7 @@ def phase_diagram(path: Path) -> None:
              fontsize=11)
     ax1.set(xlim=(3, 12), ylim=(0, top), xlabel="token dimension $d$",
             ylabel=r"inverse temperature $\beta$",
-            title="Theorem 2: value noise, two tokens")
+            title="Theorem 2: value noise, two tokens,\n" r"$Q^\top K=\mathrm{Id}$")
     ax1.legend(loc="upper left")
 
     beta = np.linspace(0.0, 6.0, 400)
@@ -225,7 +227,8 @@ def phase_diagram(path: Path) -> None:
     ax2.text(4.2, 1.2, "antipodal pair,\nalmost surely", ha="center", fontsize=11)
     ax2.set(xlim=(0, 6), ylim=(0, 1.6), xlabel=r"inverse temperature $\beta$",
             ylabel=r"noise amplitude $\varepsilon$",
-            title="Proposition 1: hybrid model, two tokens")
+            title="Proposition 1: hybrid model, two tokens,\n"
+                  r"unnormalised attention, $Q^\top K=\mathrm{Id}$")
     ax2.legend(loc="upper right")
     fig.savefig(path, metadata={"Date": None})
     plt.close(fig)

@@ -42,15 +42,11 @@ def roles(page: Path):
 
 
 def check_format(text: str, fmt: str) -> str | None:
-    """The error of formatting a glued plain text with ``fmt``, or None."""
-    import ast
+    """The error of formatting a glued plain text with ``fmt`` as myst-nb does, or None."""
+    from myst_nb.core.variables import format_plain_text
 
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        value = text.strip("'\"")
-    try:
-        format(value, fmt)
+        format_plain_text(text, fmt)
     except (ValueError, TypeError) as err:
         return f"format {fmt!r} of {text!r}: {err}"
     return None
@@ -71,9 +67,19 @@ def check(executed: Path, pages) -> list[str]:
             if "::" in target:
                 doc, rest = target.split("::", 1)
                 name = Path(doc).stem
+                if kind != "text":
+                    problems.append(f"{where}: {target!r}: only {{glue:text}} can quote another "
+                                    "page")
+                    continue
+                if ":" not in rest:
+                    # myst-nb splits the target at its last ':': without a format it would
+                    # read 'PAGE.ipynb:' as the key.
+                    problems.append(f"{where}: {target!r}: a role that quotes another page "
+                                    "needs a format (':s' for text)")
+                    continue
             else:
                 name, rest = (page.stem if page.parent.name == "notebooks" else None), target
-            key, _, fmt = rest.partition(":") if kind == "text" else (rest, "", "")
+            key, _, fmt = rest.partition(":")
             if name is None:
                 problems.append(f"{where}: {target!r}: a chapter must name the notebook (PAGE.ipynb::KEY)")
                 continue
@@ -82,6 +88,11 @@ def check(executed: Path, pages) -> list[str]:
                 problems.append(f"{where}: no executed notebook {name}.ipynb in {executed}")
             elif key not in values:
                 problems.append(f"{where}: key {key!r} is not glued in {name}.ipynb")
+            elif kind == "md":
+                # Glued Markdown is read as CommonMark unless the role asks for MyST, and
+                # CommonMark leaves $...$ as dollar signs.
+                if "$" in values[key] and fmt != "myst":
+                    problems.append(f"{where}: {key!r} holds math: write {{glue:md}}`{key}:myst`")
             elif fmt:
                 error = check_format(values[key], fmt)
                 if error:

@@ -19,14 +19,17 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("fig_id", nargs="?", help="figure id (see --list)")
     rep.add_argument("--list", action="store_true", help="list every figure id and exit")
     rep.add_argument("--knobs", action="store_true",
-                     help="list the knobs of FIG_ID at --scale (what --set accepts) and exit")
+                     help="list the knobs of FIG_ID at --scale, with any --set applied "
+                          "(what --set accepts), and exit")
     rep.add_argument("--all", action="store_true",
                      help="every figure in turn (a failure is reported and the others go on); "
                           "prints a table of what each cost")
     rep.add_argument("--skip", default="", metavar="ID,ID",
                      help="with --all: figure ids to leave out")
     rep.add_argument("--scale", default="quick", choices=SCALE_NAMES,
-                     help="smoke: seconds; quick: minutes (the book's default); paper: the paper's numbers")
+                     help="smoke: seconds, for tests; quick (the default): minutes, every "
+                          "phenomenon with readable error bands; paper: the paper's settings "
+                          "(the book shows their committed results)")
     rep.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                      help="override one knob of the scale (repeatable): n_traj=1000, "
                           "betas=0:4:0.25 (a range, both ends included), d=4,6,8 (a list)")
@@ -43,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     nb.add_argument("nb_id", nargs="?", help="notebook id: a figure id (fig3) or a notebook "
                                              "name (overlap_trajectories); see --list")
     nb.add_argument("--list", action="store_true", help="list the notebooks and exit")
-    nb.add_argument("--scale", default="quick", choices=SCALE_NAMES)
+    nb.add_argument("--scale", default="quick", choices=SCALE_NAMES,
+                    help="the notebook's scale parameter (default: quick); paper shows the "
+                         "figure's committed result where there is one")
     nb.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", default=[],
                     metavar=("KEY", "VALUE"),
                     help="a parameter of the notebook (repeatable), read like reproduce --set: "
@@ -125,7 +130,7 @@ def main(argv=None) -> int:
     if args.knobs:
         from .figures.base import format_knob
 
-        return _listing(((k, format_knob(v)) for k, v in defaults.items()), 18)
+        return _listing(((k, format_knob(v)) for k, v in {**defaults, **overrides}.items()), 18)
     cache_dir = args.cache_dir or str(Path(args.out) / "cache")
     start = time.perf_counter()
     try:

@@ -80,7 +80,7 @@ from .kolmogorov import banded_generator, propagate
 __all__ = ["pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
            "antipodal_by", "antipodal_limit",
            "antipodal_attracting", "logistic", "simplex_moments", "simplex_drift",
-           "simplex_path", "uniform_overlap_density"]
+           "simplex_path", "logistic_floor", "uniform_overlap_density"]
 
 #: Largest score scale beta * sigma_qk^2 accepted (the quadrature resolves the attention's
 #: switch from one token to the other on the scale 1 / (beta sigma_qk^2)).
@@ -445,3 +445,53 @@ def simplex_path(t, gamma0, n_tokens, beta, d, sigma_qk=1.0, *, n_samples=20000,
                                   [gamma0], t_eval=t, rtol=1e-10, atol=1e-12)
         paths.append(sol.y[0])
     return paths[0], np.max(np.abs(np.array(paths[1:]) - paths[0]), axis=0)
+
+
+def logistic_floor(b, n_tokens, t_max, *, n_samples=100_000, n_batches=10, seed=0, n_grid=11):
+    r"""Largest distance over :math:`t \le t_{\max}` between the simplex law at
+    :math:`d \to \infty` with :math:`\beta = b/\sqrt d`, :math:`\sigma_{qk} = 1`, and the logistic
+    law, both from :math:`m(0) = 1/N`; returns ``(floor, standard error)``.
+
+    At fixed b the scores' covariance does not depend on d: in the limit the scores of a
+    row of the simplex are :math:`b[(1-\gamma)Z_{ik} + \sqrt{\gamma(1-\gamma)}\,V_k]` plus terms
+    that do not depend on k (:math:`Z, V` standard normal, V shared by the rows), so
+    :math:`f` and :math:`g` tend to b-dependent limits and the mean overlap
+    :math:`m = \gamma + (1-\gamma)/N` follows
+    :math:`\dot\gamma = (1-\gamma)[\gamma(1-f) + g]` (:func:`simplex_drift` as
+    :math:`d \to \infty`) instead of the logistic law :math:`\dot m = m(1-m)`, which is the
+    case :math:`f = g = 1/N`.  The drifts differ by :math:`(1-\gamma)[\gamma(1/N - f) + g - 1/N]`,
+    estimated by Monte Carlo on ``n_grid`` values of :math:`\gamma` in [0, 1] (splined).
+    The standard error is the spread of the floors of ``n_batches`` equal batches of the
+    samples divided by the square root of their number.
+    """
+    b = check_real("b", b, 0.0)
+    n_tokens = check_int("n_tokens", n_tokens, 2)
+    t_max = check_real("t_max", t_max, 0.0)
+    n_batches = check_int("n_batches", n_batches, 2)
+    per = check_int("n_samples", n_samples, n_batches) // n_batches
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n_batches, per, 2, n_tokens))
+    v = rng.standard_normal((n_batches, per, 1, n_tokens))
+    grid = np.linspace(0.0, 1.0, n_grid)
+    gap = np.empty((n_grid, n_batches))
+    for i, gm in enumerate(grid):
+        s = b * ((1 - gm) * z + math.sqrt(gm * (1 - gm)) * v)
+        s -= s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=-1, keepdims=True)
+        f = np.sum(p[:, :, 0] ** 2, axis=-1)
+        g = np.sum(p[:, :, 0] * p[:, :, 1], axis=-1)
+        gap[i] = np.mean(gm * (1 / n_tokens - f) + g - 1 / n_tokens, axis=1)
+    t = np.linspace(0.0, t_max, 301)
+    u = logistic(t, 1 / n_tokens)
+
+    def floor(gap_of_grid):
+        rhs = interpolate.CubicSpline(
+            grid, (1 - grid) * (grid * (1 - 1 / n_tokens) + 1 / n_tokens + gap_of_grid))
+        sol = integrate.solve_ivp(lambda _t, y: rhs(np.clip(y, 0.0, 1.0)), (0.0, t_max), [0.0],
+                                  t_eval=t, rtol=1e-10, atol=1e-12)
+        m = sol.y[0] + (1 - sol.y[0]) / n_tokens
+        return float(np.max(np.abs(m - u)))
+
+    batches = np.array([floor(gap[:, k]) for k in range(n_batches)])
+    return floor(gap.mean(axis=1)), float(batches.std(ddof=1) / math.sqrt(n_batches))

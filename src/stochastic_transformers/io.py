@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import platform
 import subprocess
 import tempfile
 from pathlib import Path
@@ -51,15 +52,59 @@ def git_commit() -> str:
         return "unknown"
 
 
-def provenance() -> dict[str, str]:
-    """Attributes recorded in every saved result: package version, commit, date."""
+def cpu_model() -> str:
+    """The processor's name: ``model name`` of ``/proc/cpuinfo`` where there is one (Linux),
+    else :func:`platform.processor`, else ``"unknown"``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load_average() -> list[float] | None:
+    """The system's load average over 1, 5 and 15 minutes (:func:`os.getloadavg`), or None
+    where the system does not report it."""
+    try:
+        return [round(float(x), 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def machine() -> dict:
+    """The machine a result is computed on: ``machine_cpu`` (:func:`cpu_model`) and
+    ``machine_cores`` (logical cores, :func:`os.cpu_count`; 0 where unknown)."""
+    return {"machine_cpu": cpu_model(), "machine_cores": int(os.cpu_count() or 0)}
+
+
+def provenance(load_start=None) -> dict:
+    """Attributes recorded in every saved result: package version, commit, date, machine.
+
+    ``created`` is the time of the call (UTC).  ``machine_cpu`` and ``machine_cores`` name
+    the machine (:func:`machine`); ``load_average_end`` is the load average (1, 5 and 15
+    minutes) at the call and ``load_average_start`` is ``load_start``, the one a caller
+    took when its run began (:func:`load_average`); each is left out where it is not known.
+    Results written before the machine was recorded lack these four attributes: read a
+    missing one as unknown.
+    """
     from . import __version__
 
-    return {
+    out = {
         "package_version": __version__,
         "git_commit": git_commit(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **machine(),
     }
+    if load_start is not None:
+        out["load_average_start"] = [float(x) for x in load_start]
+    end = load_average()
+    if end is not None:
+        out["load_average_end"] = end
+    return out
 
 
 def _netcdf_safe_attrs(attrs: dict) -> dict:
@@ -78,7 +123,8 @@ def _netcdf_safe_attrs(attrs: dict) -> dict:
 
 
 def write_netcdf(ds, path) -> Path:
-    """Write ``ds`` to ``path`` atomically, adding provenance attributes."""
+    """Write ``ds`` to ``path`` atomically, adding the :func:`provenance` attributes it
+    lacks (those a sweep recorded when it ran, its load averages included, are kept)."""
     path = Path(path)
     ds = ds.copy()
     ds.attrs = _netcdf_safe_attrs({**ds.attrs, **{k: v for k, v in provenance().items()
@@ -87,4 +133,44 @@ def write_netcdf(ds, path) -> Path:
         ds[name].attrs = _netcdf_safe_attrs(ds[name].attrs)
     with atomic_path(path) as tmp:
         ds.to_netcdf(tmp)
+    return path
+
+
+def write_json(obj, path) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically (numpy scalars become numbers)."""
+    import json
+
+    def default(value):
+        if hasattr(value, "item"):          # numpy scalars
+            return value.item()
+        if hasattr(value, "tolist"):        # numpy arrays
+            return value.tolist()
+        raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, default=default, allow_nan=True) + "\n")
+    return path
+
+
+def update_attrs(path, attrs: dict, note: str, note_key: str = "attrs_corrected") -> Path:
+    """Change global attributes of the netCDF file ``path`` in place, atomically, leaving
+    its variables untouched.
+
+    The file is copied next to itself, the copy's attributes are set (``attrs``, netCDF-safe
+    as in :func:`write_netcdf`) and ``note`` is appended to its ``note_key`` attribute
+    (earlier notes kept, separated by " | "), then the copy replaces the file.
+    """
+    import shutil
+
+    import netCDF4
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        shutil.copyfile(path, tmp)
+        with netCDF4.Dataset(tmp, "r+") as nc:
+            old = nc.getncattr(note_key) if note_key in nc.ncattrs() else ""
+            for key, value in _netcdf_safe_attrs(dict(attrs)).items():
+                nc.setncattr(key, value)
+            nc.setncattr(note_key, f"{old} | {note}" if old else note)
     return path

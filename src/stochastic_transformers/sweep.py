@@ -73,9 +73,9 @@ from pathlib import Path
 import numpy as np
 
 from ._validation import check_int
-from .io import atomic_path, provenance, write_netcdf
+from .io import atomic_path, load_average, provenance, write_netcdf
 
-__all__ = ["run_sweep", "cell_seed", "cache_key", "save_sweep", "load_sweep"]
+__all__ = ["run_sweep", "cell_seed", "cache_key", "save_sweep", "load_sweep", "summed_attrs"]
 
 logger = logging.getLogger(__name__)
 
@@ -603,7 +603,9 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
         ``wall_time_s``, ``cell_time_s`` (summed compute time of every cell,
         cached ones as originally measured), ``cell_time_computed_s`` (cells
         computed in this call), and :func:`stochastic_transformers.io.provenance`
-        (``package_version``, ``git_commit``, ``created``).
+        (``package_version``, ``git_commit``, ``created``, the machine
+        ``machine_cpu`` and ``machine_cores``, and the load averages
+        ``load_average_start`` and ``load_average_end`` of the sweep).
 
     Raises
     ------
@@ -623,6 +625,7 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
     import xarray as xr
 
     start_wall = time.perf_counter()
+    load_start = load_average()
     plan = _plan(cell, grid, fixed=fixed, seed=seed, name=name, cache_dir=cache_dir,
                  scheduler=scheduler, n_workers=n_workers, progress=progress,
                  code_version=code_version, output_dims=output_dims,
@@ -630,7 +633,7 @@ def run_sweep(cell, grid, *, fixed=None, seed=0, name="sweep", cache_dir=None,
     cache_root = _open_cache(cache_dir, name)
     run = _schedule(plan, cell, cache_root, scheduler=scheduler, progress=progress)
     data_vars, coords = _assemble(plan, run)
-    attrs = _sweep_attrs(plan, run, scheduler)
+    attrs = _sweep_attrs(plan, run, scheduler, load_start)
     ds = xr.Dataset(data_vars, coords=coords)
     attrs["wall_time_s"] = time.perf_counter() - start_wall
     ds.attrs = attrs
@@ -846,8 +849,9 @@ def _assemble(plan, run) -> tuple[dict, dict]:
     return data_vars, coords
 
 
-def _sweep_attrs(plan, run, scheduler) -> dict:
-    """The sweep dataset's attributes (all but ``wall_time_s``)."""
+def _sweep_attrs(plan, run, scheduler, load_start=None) -> dict:
+    """The sweep dataset's attributes (all but ``wall_time_s``); ``load_start`` is the load
+    average when the sweep began (:func:`stochastic_transformers.io.provenance`)."""
     grid, fixed, names, mode = plan["grid"], plan["fixed"], plan["names"], plan["mode"]
     return {
         "sweep_name": plan["name"],
@@ -867,8 +871,25 @@ def _sweep_attrs(plan, run, scheduler) -> dict:
         "n_cells_cached": run.n_cached,
         "cell_time_s": float(sum(run.times.values())),
         "cell_time_computed_s": float(run.computed_time),
-        **provenance(),
+        **provenance(load_start),
     }
+
+
+#: Attributes of sweep datasets that add up over sweeps run one after another.
+ADDITIVE_ATTRS = ("wall_time_s", "cell_time_s", "cell_time_computed_s", "n_cells",
+                  "n_cells_computed", "n_cells_cached")
+
+
+def summed_attrs(parts) -> dict:
+    """The :data:`ADDITIVE_ATTRS` of the sweep datasets ``parts``, each summed over the parts
+    (a count as an int); one that a part lacks is left out.  A figure that combines several
+    sweeps into one dataset records these, so that its counts and times cover every part."""
+    out = {}
+    for key in ADDITIVE_ATTRS:
+        if parts and all(key in p.attrs for p in parts):
+            total = sum(p.attrs[key] for p in parts)
+            out[key] = int(total) if key.startswith("n_cells") else float(total)
+    return out
 
 
 def save_sweep(ds, path) -> Path:

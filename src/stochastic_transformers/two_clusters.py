@@ -15,7 +15,8 @@ defines :math:`\mu` and :math:`s^2`).  Here:
   :math:`\beta`);
 * :func:`boundaries`: which of :math:`\pm 1` attract, for every split;
 * :func:`hovering_scale` and :func:`hovering_depth`: the depth at which an unbalanced
-  antipodal split hovers;
+  antipodal split hovers; :func:`balanced_like_exponent` and
+  :func:`frozen_hovering_quantile`: when it hovers, and its law at large :math:`\beta`;
 * :func:`antipodal_persistence`: :math:`P(1 + Z_t \le \mathrm{tol} \mid Z_0)`, from the backward
   Kolmogorov equation of the reduced diffusion (the limit curve for the persistence of
   a split).
@@ -344,3 +345,53 @@ def persistence_of_merged(elapsed, one_plus_z_merge, beta, d, m1, m2, *, attenti
             out[i, positive] = np.interp(np.log(np.maximum(tau[i, positive], table_t[0])),
                                          log_table, at_start[i])
     return out
+
+
+def balanced_like_exponent(beta, d, m1, m2, *, attention="softmax", sigma=1.0):
+    r"""``(lambda, ell)``: the split's coefficients at :math:`Z = -1` without its unbalance.
+
+    Near -1, with :math:`v = 1 + Z`, the drift and squared diffusion of
+    :func:`antipodal_coefficients` are :math:`\mu = \sigma^2[\tfrac{d-1}{2}(\alpha_1-\alpha_2)^2
+    + Kv] + O(v^2)` and :math:`s^2 = \sigma^2[2(\alpha_1-\alpha_2)^2 v + \ell v^2] + O(v^3)`
+    with :math:`K = -\tfrac{d-1}{2}(\alpha_1^2+\alpha_2^2) + (d-1)(P + Q) + 2\alpha_1\alpha_2`
+    and :math:`\ell = 4(\alpha_1\alpha_2 + P + Q)` (weights of :func:`antipodal_coefficients`
+    at :math:`v = 0`).  Dropping the :math:`(\alpha_1-\alpha_2)^2` terms leaves a geometric
+    Brownian motion, whose exponent of :math:`\log(1 + Z)` is
+    :math:`\lambda = \sigma^2(K - \ell/2)`: the "balanced-like part" of the chapter.  An
+    unbalanced split hovers at :math:`1 + Z` of order :math:`(\alpha_1-\alpha_2)^2` only when
+    :math:`\lambda < 0` with :math:`2|\lambda|/\ell` not small; for a balanced split
+    :math:`\lambda` is the exponent of :func:`boundaries` at -1.  ``ell`` is returned with
+    the factor :math:`\sigma^2`.
+    """
+    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    a1, a2, P, Q, _ = (float(x) for x in _weights_v(np.asarray(0.0), beta, m1, m2, attention))
+    K = -0.5 * (d - 1) * (a1 * a1 + a2 * a2) + (d - 1) * (P + Q) + 2.0 * a1 * a2
+    ell = 4.0 * (a1 * a2 + P + Q)
+    return sigma**2 * (K - 0.5 * ell), sigma**2 * ell
+
+
+def frozen_hovering_quantile(d, lam, ell, quantiles=(0.5,)):
+    r"""Quantiles of :math:`Q = (1 + Z)/(\alpha_1-\alpha_2)^2` for the coefficients frozen at -1.
+
+    With the coefficients of :func:`balanced_like_exponent` (and :math:`\sigma = 1`) the
+    overlap near -1 is, in :math:`Q`, the diffusion with drift
+    :math:`\tfrac{d-1}{2} + KQ` and squared diffusion :math:`2Q + \ell Q^2`
+    (:math:`K = \lambda + \ell/2`), whose speed density is
+    :math:`Q^{(d-3)/2}(2 + \ell Q)^{B/\ell - 1}` with :math:`B = 2K - (d-1)\ell/2`; it is a
+    probability law when :math:`\lambda < 0` (it falls like :math:`Q^{-1-2|\lambda|/\ell}`).
+    This is the large-:math:`\beta` law of the hovering depth over
+    :func:`hovering_scale` (:func:`hovering_depth` tends to it as the scale goes to 0).
+    Computed by quadrature in :math:`\log Q` on :math:`[-40, 40 + 40\ell/|\lambda|]`
+    (200,001 points).
+    """
+    d = check_int("d", d, 2)
+    lam = check_real("lam", lam, None, 0.0, strict_max=True)
+    ell = check_real("ell", ell, 0.0, strict_min=True)
+    K = lam + 0.5 * ell
+    B = 2.0 * K - 0.5 * (d - 1) * ell
+    y = np.linspace(-40.0, 40.0 + 40.0 * ell / abs(lam), 200_001)
+    log_w = 0.5 * (d - 1) * y + (B / ell - 1.0) * np.logaddexp(math.log(2.0), math.log(ell) + y)
+    w = np.exp(log_w - log_w.max())
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(y))])
+    cdf /= cdf[-1]
+    return np.exp(np.interp(np.asarray(quantiles, dtype=float), cdf, y))

@@ -150,18 +150,24 @@ def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
     Returns the dataset.  ``scheduler`` is a Dask scheduler address (or ``None``
     for a local cluster); ``cache_dir`` holds finished sweep cells so that a
     killed run resumes.  ``compute`` checks the scale and the knobs before anything is
-    computed or written.
+    computed or written.  The file's ``load_average_start`` and ``load_average_end`` are
+    those of this whole call (a sweep's own describe that sweep alone).
     """
-    from ..io import write_netcdf
+    from ..io import load_average, write_netcdf
     from ..style import use_style
 
     module = get(fig_id)
+    load_start = load_average()
     ds = module.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
                         **overrides)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if ds is not None:
         ds.attrs["overrides"] = "; ".join(f"{k}={v!r}" for k, v in overrides.items()) or "none"
+        for key, value in (("load_average_start", load_start),
+                           ("load_average_end", load_average())):
+            if value is not None:
+                ds.attrs[key] = value
         write_netcdf(ds, out / f"{fig_id}.nc")
     use_style()
     fig = module.plot(ds)

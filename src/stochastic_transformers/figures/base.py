@@ -588,21 +588,27 @@ def obtain(module, scale: str, *, cache_dir=None, progress=False, **overrides):
     """What a notebook shows for ``scale``: ``(dataset, source)``, ``source`` a sentence.
 
     At ``scale="paper"`` with no override, the committed result ``results/ID_paper.nc``
-    is loaded and nothing is recomputed; if the figure has none, the page falls back to
-    the quick scale and says so (``ds.attrs["shown_scale"]`` is the scale shown;
-    ``reproduce ID --scale paper`` computes it).  Any other request is computed with the
-    resumable cache in ``cache_dir`` (``compute`` checks the scale and the knobs).
+    is loaded and nothing is recomputed.  A figure whose paper scale needs what these
+    machines lack (Figure 2: CIFAR-10 and a GPU) may name a committed stand-in,
+    ``STAND_IN = (name, description)``: ``results/ID_NAME.nc`` is then shown
+    (``ds.attrs["shown_scale"] = NAME``).  With neither, the page falls back to the quick
+    scale and says so (``reproduce ID --scale paper`` computes it).  Any other request is
+    computed with the resumable cache in ``cache_dir`` (``compute`` checks the scale and
+    the knobs).  ``ds.attrs["shown_scale"]`` is always the scale shown.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     if scale == "paper" and not given:
         ds = load_committed(module.ID, "paper")
         if ds is not None:
-            commit = str(ds.attrs.get("git_commit", "unknown"))[:7]
-            wall = ds.attrs.get("wall_time_s")
-            cost = f", {float(wall):,.0f} s of wall time" if wall is not None else ""
             ds.attrs["shown_scale"] = "paper"
-            return ds, (f"the committed paper-scale result (results/{module.ID}_paper.nc, "
-                        f"commit {commit}{cost})")
+            return ds, _committed_source(ds, f"results/{module.ID}_paper.nc",
+                                         "the committed paper-scale result")
+        stand_in = getattr(module, "STAND_IN", None)
+        ds = None if stand_in is None else load_committed(module.ID, stand_in[0])
+        if ds is not None:
+            ds.attrs["shown_scale"] = stand_in[0]
+            return ds, _committed_source(ds, f"results/{module.ID}_{stand_in[0]}.nc",
+                                         f"the committed {stand_in[1]}")
         ds = module.compute("quick", cache_dir=cache_dir, progress=progress)
         ds.attrs["shown_scale"] = "quick"
         return ds, (f"the quick scale: no paper-scale result is committed for this figure "
@@ -611,3 +617,11 @@ def obtain(module, scale: str, *, cache_dir=None, progress=False, **overrides):
     ds = module.compute(scale, cache_dir=cache_dir, progress=progress, **overrides)
     ds.attrs["shown_scale"] = scale
     return ds, f"a fresh run at the {scale!r} scale"
+
+
+def _committed_source(ds, path: str, what: str) -> str:
+    """The sentence that names a committed result: its file, commit and wall time."""
+    commit = str(ds.attrs.get("git_commit", "unknown"))[:7]
+    wall = ds.attrs.get("wall_time_s")
+    cost = f", {float(wall):,.0f} s of wall time" if wall is not None else ""
+    return f"{what} ({path}, commit {commit}{cost})"

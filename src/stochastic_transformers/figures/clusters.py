@@ -19,6 +19,7 @@ Two things are measured against the reduction's limit theory
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -28,6 +29,7 @@ from .. import simulate, theory, two_clusters
 from .._validation import ATTENTIONS, check_int
 from ..config import ModelConfig, RunConfig
 from ..stats import add_fraction_where
+from ..sweep import summed_attrs
 from .base import (cell_threads, cost_function, figure_sweep, integer, laid_out, log_time_grid,
                    real, reals, resolve_scale, sequence_of)
 
@@ -64,6 +66,23 @@ DEPTH_RATIO_TOL = 0.25
 DEPTH_SLOPE_SCALE_MAX = 1e-4
 #: Depths are compared only where at least this many trajectories are still antipodal at T.
 DEPTH_MIN_COUNT = 50
+#: "Early" time of the persistence curves: the page quotes the fraction still antipodal at
+#: the first recorded time at or after it.
+EARLY_TIME = 1.0
+
+# The chapter's statements about the reduced diffusion (section "Two clusters, exactly" of
+# "Many tokens"), evaluated by :func:`theory_numbers` (no simulation).
+#: The unbalanced splits and the softmax betas of the hovering statements.
+THEORY_SPLITS = ((1, 2), (1, 3), (2, 3))
+THEORY_BETAS = (1.0, 2.0, 3.0, 4.0, 5.0)
+#: From this beta on the chapter says the hovering depth is set by (alpha1 - alpha2)^2.
+THEORY_BETA_DEEP = 3.0
+#: The large-beta limit of the balanced-like part is evaluated here (e^{-2 beta} ~ 4e-11).
+THEORY_BETA_LARGE = 12.0
+#: The grid on which the exponent of log(1 - Z) at +1 (:func:`two_clusters.boundaries`) is
+#: compared with -(d - 1) a12(1), both attentions.
+PLUS_ONE_GRID = {"d": (2, 3, 4, 6, 10, 20, 50), "m1": (1, 2, 3, 5, 10, 30, 99),
+                 "m2": (1, 2, 5, 30, 99), "beta": (0.0, 0.5, 2.0, 8.0, 15.0)}
 
 
 def _parse_split(text):
@@ -146,9 +165,11 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                             output_coords={"time": times})
         parts.append(part.reindex(beta_index=range(n_beta)))
     ds = xr.concat(parts, dim="attention", combine_attrs="override")
-    for name in ("wall_time_s", "cell_time_s"):
-        if name in ds.attrs:
-            ds.attrs[name] = float(sum(p.attrs.get(name, 0.0) for p in parts))
+    # the first part's attributes, but every count and time summed over the parts, and the
+    # sweep named by all of them
+    ds.attrs.update(summed_attrs(parts),
+                    sweep_name=", ".join(str(p.attrs.get("sweep_name", "")) for p in parts),
+                    grid_attention=json.dumps(list(ATTENTIONS)))
     return _finish(ds, scale)
 
 
@@ -224,9 +245,21 @@ def summary(ds) -> dict:
     at most 1% antipodal (their :math:`\alpha_1 - \alpha_2` is of order
     :math:`\cosh\beta`: they break up at once).  ``balanced_limit[(attention, split,
     beta)]`` is the two-token probability of ending antipodal from the start (Theorem 2),
-    the value a balanced split's curve tends to.
+    the value a balanced split's curve tends to.  ``t_early`` is the first recorded time at
+    or after :data:`EARLY_TIME` and each cell's ``p_early`` the fraction still antipodal
+    then.  ``depth_ratio_min``, ``depth_ratio_max`` and ``depth_n_cells`` summarise
+    ``depth_ratios`` (NaN and 0 when no cell qualifies); ``hover_largest_softmax`` has the
+    range of :math:`(\alpha_1-\alpha_2)^2` over the unbalanced splits at the largest
+    softmax beta.  ``L``, ``d``, ``tol``, ``one_plus_z0`` and ``n_splits`` are the run's
+    settings.
     """
-    out = {"n_traj": int(ds.n_traj.max()), "T": float(ds.time.values[-1]),
+    times = ds.time.values
+    i_early = min(int(np.searchsorted(times, EARLY_TIME - 1e-12)), times.size - 1)
+    out = {"n_traj": int(ds.n_traj.max()), "T": float(times[-1]),
+           "L": int(ds.attrs["fixed_L"]), "d": int(ds.attrs["fixed_d"]),
+           "tol": float(ds.attrs["fixed_tol"]),
+           "one_plus_z0": float(ds.attrs["fixed_one_plus_z0"]),
+           "t_early": float(times[i_early]), "n_splits": int(ds.split.size),
            "beta_c": float(ds.attrs["beta_c"]), "cells": {}}
     zs, ratios, xs, ys, ys_theory = [], [], [], [], []
     zs_by = {str(a): [] for a in ds.attention.values}
@@ -244,6 +277,7 @@ def summary(ds) -> dict:
                 z = z[np.isfinite(z)]
                 count_T = int(sub.n_antipodal.values[-1])
                 row = {"p_final": float(sub.p_antipodal.values[-1]),
+                       "p_early": float(sub.p_antipodal.values[i_early]),
                        "predicted_final": float(sub.p_predicted.values[-1]),
                        "max_abs_z": float(z.max()) if z.size else float("nan"),
                        "n_antipodal_final": count_T,
@@ -268,6 +302,9 @@ def summary(ds) -> dict:
     out["persist_max_abs_z"] = max(zs) if zs else float("nan")
     out["persist_agree"] = bool(zs) and max(zs) <= PERSIST_Z_MAX
     out["depth_ratios"] = ratios
+    out["depth_ratio_min"] = min(ratios) if ratios else float("nan")
+    out["depth_ratio_max"] = max(ratios) if ratios else float("nan")
+    out["depth_n_cells"] = len(ratios)
     out["depth_agree"] = (all(abs(r - 1) <= DEPTH_RATIO_TOL for r in ratios) if ratios else None)
     out["depth_slope"] = float(np.polyfit(xs, ys, 1)[0]) if len(xs) >= 2 else float("nan")
     out["depth_slope_theory"] = (float(np.polyfit(xs, ys_theory, 1)[0]) if len(xs) >= 2
@@ -278,7 +315,74 @@ def summary(ds) -> dict:
     out["persist_agree_by_attention"] = {a: (bool(v) and max(v) <= PERSIST_Z_MAX)
                                          for a, v in zs_by.items()}
     out["unbalanced_leave"] = unbalanced_leave
+    soft = [k for k in out["cells"] if k[0] == "softmax"]
+    if soft:
+        b_top = max(k[2] for k in soft)
+        scales = [out["cells"][k]["hovering_scale"] for k in soft
+                  if k[2] == b_top and out["cells"][k]["hovering_scale"] > 0]
+        out["hover_largest_softmax"] = {
+            "beta": b_top, "scale_min": min(scales) if scales else float("nan"),
+            "scale_max": max(scales) if scales else float("nan")}
     return out
+
+
+def theory_numbers(d=4, tol=1e-3) -> dict:
+    r"""The chapter's numbers about the reduced diffusion, computed (about a second).
+
+    ``per_beta[beta]`` (softmax, the splits :data:`THEORY_SPLITS`, each beta of
+    :data:`THEORY_BETAS`): the range of :math:`(\alpha_1-\alpha_2)^2`
+    (``scale_min``, ``scale_max``, :func:`two_clusters.hovering_scale`), of the
+    speed-measure median below the tolerance over it (``ratio_min``, ``ratio_max``,
+    :func:`two_clusters.hovering_depth`), and of :math:`2|\lambda|/\ell`
+    (``two_lam_over_ell`` the mean over the splits, ``_min`` and ``_max``;
+    :func:`two_clusters.balanced_like_exponent`).  ``shallow`` and ``deep``: the same
+    ranges over the betas below :data:`THEORY_BETA_DEEP` and from it on.  ``large_beta``: :math:`\lambda`,
+    :math:`\ell` and :math:`2|\lambda|/\ell` at :data:`THEORY_BETA_LARGE` (split 1 vs 3:
+    their common large-beta limit) and the median of the frozen law of
+    :math:`Q = (1+Z)/(\alpha_1-\alpha_2)^2` (:func:`two_clusters.frozen_hovering_quantile`).
+    ``plus_one``: the largest relative difference, over :data:`PLUS_ONE_GRID` and both
+    attentions, between the exponent of :math:`\log(1 - Z)` at +1 that
+    :func:`two_clusters.boundaries` computes and :math:`-(d-1)a_{12}(1)`
+    (:math:`a_{12}(1) = 1` with softmax, :math:`e^{2\beta}` unnormalised), and the
+    number of cases.
+    """
+    def ranges(betas):
+        scales, ratios, rates = [], [], []
+        for beta in betas:
+            for m1, m2 in THEORY_SPLITS:
+                scale = two_clusters.hovering_scale(beta, m1, m2)
+                scales.append(scale)
+                ratios.append(float(two_clusters.hovering_depth(beta, d, m1, m2, tol=tol)[0])
+                              / scale)
+                lam, ell = two_clusters.balanced_like_exponent(beta, d, m1, m2)
+                rates.append(2.0 * abs(lam) / ell)
+        return {"scale_min": min(scales), "scale_max": max(scales), "ratio_min": min(ratios),
+                "ratio_max": max(ratios), "two_lam_over_ell": float(np.mean(rates)),
+                "two_lam_over_ell_min": min(rates), "two_lam_over_ell_max": max(rates)}
+
+    lam, ell = two_clusters.balanced_like_exponent(THEORY_BETA_LARGE, d, 1, 3)
+    worst, cases = 0.0, 0
+    for attention in ATTENTIONS:
+        for dd in PLUS_ONE_GRID["d"]:
+            for m1 in PLUS_ONE_GRID["m1"]:
+                for m2 in PLUS_ONE_GRID["m2"]:
+                    for beta in PLUS_ONE_GRID["beta"]:
+                        got = two_clusters.boundaries(beta, dd, m1, m2, attention=attention)
+                        a12 = 1.0 if attention == "softmax" else math.exp(2.0 * beta)
+                        worst = max(worst, abs(got["single_exponent"] / (-(dd - 1) * a12) - 1.0))
+                        cases += 1
+    return {"d": int(d), "tol": float(tol),
+            "per_beta": {float(b): ranges([b]) for b in THEORY_BETAS},
+            "shallow": ranges([b for b in THEORY_BETAS if b < THEORY_BETA_DEEP]),
+            "deep": {"beta_from": THEORY_BETA_DEEP,
+                     **ranges([b for b in THEORY_BETAS if b >= THEORY_BETA_DEEP])},
+            "large_beta": {"beta": THEORY_BETA_LARGE, "lam": lam, "ell": ell,
+                           "two_lam_over_ell": 2.0 * abs(lam) / ell,
+                           "median_q": float(two_clusters.frozen_hovering_quantile(d, lam, ell)[0])},
+            "plus_one": {"max_rel_error": worst, "n_cases": cases,
+                         "d_max": max(PLUS_ONE_GRID["d"]),
+                         "m_max": max(PLUS_ONE_GRID["m1"] + PLUS_ONE_GRID["m2"]),
+                         "beta_max": max(PLUS_ONE_GRID["beta"])}}
 
 
 def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0))):

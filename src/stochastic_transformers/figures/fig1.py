@@ -186,6 +186,8 @@ def summary(ds) -> dict:
 
     By symmetry that midpoint is a rest point; it attracts iff the half-separation is
     below :func:`pull_peak_angle` (beyond it each token's pull weakens with distance).
+    ``field_points_outward`` says whether the radial component of the unnormalised field
+    is positive everywhere on the fine grid (the field points out of the circle).
     """
     a_norm = np.linalg.norm(ds.field.values, axis=-1)
     p_norm = np.linalg.norm(ds.tangent_field.values, axis=-1)
@@ -203,6 +205,7 @@ def summary(ds) -> dict:
         "token_angles": [float(v) for v in ds.attrs["token_angles_deg"]],
         "min_radial": float(ds.radial_fine.min()),
         "max_radial": float(ds.radial_fine.max()),
+        "field_points_outward": bool(float(ds.radial_fine.min()) > 0),
         "max_tangential": float(np.abs(ds.tangential_fine).max()),
         "mean_radial_share": float(np.mean(np.abs(ds.radial.values) / a_norm)),
         "max_abs_dot_x": float(np.abs(np.sum(ds.tangent_field.values * ds.position.values,

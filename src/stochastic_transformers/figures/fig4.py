@@ -28,6 +28,7 @@ from .. import simulate, theory
 from .._validation import check_real
 from ..classification import outcome_counts
 from ..config import ModelConfig, RunConfig
+from ..sweep import summed_attrs
 from .base import (add_outcome_fractions, all_of, cell_threads, cost_function, figure_sweep,
                    integer, integers, laid_out, real, reals, resolve_scale, sweep_seconds,
                    whole_layers)
@@ -92,6 +93,10 @@ LOW_BETA, HIGH_BETA = 1.5, 3.0
 #: antipodal fraction at its largest L exceeds this.
 LIMIT_REACHED = 0.9
 
+#: Proposition 1 holds at a depth scale where steps are small when at least this share of
+#: the small-step cells away from the threshold has the predicted dominant outcome.
+SMALL_STEP_AGREE = 0.95
+
 
 def step_size(beta, epsilon, L):
     r"""Random part of one step near the antipodal pole, :math:`\varepsilon e^\beta / (2\sqrt L)`.
@@ -139,13 +144,9 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
                                                    "epsilon": list(knobs["epsilons"])},
                                  fixed=fixed, **run))
     ds = xr.concat(maps, dim="L", combine_attrs="override")
-    ds.attrs.update(
-        fixed_n_traj=knobs["n_traj"], deep_n_traj=knobs["deep_n_traj"],
-        wall_time_s=float(sum(m.attrs["wall_time_s"] for m in maps)),
-        cell_time_s=float(sum(m.attrs["cell_time_s"] for m in maps)),
-        n_cells=int(sum(m.attrs["n_cells"] for m in maps)),
-        n_cells_computed=int(sum(m.attrs["n_cells_computed"] for m in maps)),
-        n_cells_cached=int(sum(m.attrs["n_cells_cached"] for m in maps)))
+    # the first map's attributes, but every count and time summed over the maps
+    ds.attrs.update(fixed_n_traj=knobs["n_traj"], deep_n_traj=knobs["deep_n_traj"],
+                    **summed_attrs(maps))
     outcomes = ("single", "antipodal", "unclustered")
     ds = add_outcome_fractions(ds, outcomes)
     # Depth check: at one point where L = 100 departs from the limit, let L grow.
@@ -161,8 +162,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
         ds[f"depth_{name}"] = chk[name].rename(L="check_L")
     ds.attrs.update(check_beta=beta_chk, check_epsilon=eps_chk,
                     check_n_traj=knobs["check_n_traj"], check_T=knobs["check_T"],
-                    check_wall_time_s=float(chk.attrs.get("wall_time_s", float("nan"))),
-                    check_cell_time_s=float(chk.attrs["cell_time_s"]))
+                    **{f"check_{k}": v for k, v in summed_attrs([chk]).items()})
     ds["epsilon_c"] = (("beta",), np.asarray(theory.critical_epsilon(ds.beta.values), dtype=float))
     ratio = ds.epsilon / ds.epsilon_c
     ds["p_antipodal_theory"] = (ratio > 1).astype(float)
@@ -216,6 +216,11 @@ def summary_at(ds, L) -> dict:
 
     Cells within :data:`BAND` of the threshold (in log eps / eps_c) are left out.
     ``small`` cells are those whose step's random part is below :data:`SMALL_STEP`.
+    ``n_wrong_above`` counts the disagreeing cells above the curve (the pair merges where
+    the limit ends antipodal), ``n_wrong_large_step_above`` those of them with large steps;
+    ``small_step_agree`` says whether at least :data:`SMALL_STEP_AGREE` of the small-step
+    cells agree (True when there are none); ``large_step_merges`` whether any large-step
+    cell above the curve is on the wrong side.
     """
     sub = ds.sel(L=L)
     log_ratio = _log_ratio(sub)
@@ -238,9 +243,15 @@ def summary_at(ds, L) -> dict:
            "share_agree_large_step": float((agree & large).sum() / max(large.sum(), 1)),
            "n_wrong": int(wrong.sum()),
            "n_wrong_small_step": int((wrong & small).sum()),
+           "n_wrong_above": int((wrong & predicted_anti).sum()),
+           "n_wrong_large_step_above": int((wrong & large & predicted_anti).sum()),
+           "n_traj": int(sub.n_traj.max()) if "n_traj" in sub else None,
            "mean_antipodal_above_low_beta": float(p_a[low].mean()) if low.any() else float("nan"),
            "mean_antipodal_above_high_beta": float(p_a[high].mean()) if high.any() else float("nan"),
            "max_unclustered": float(sub.p_unclustered.max())}
+    out["small_step_agree"] = bool(out["share_agree_small_step"] >= SMALL_STEP_AGREE
+                                   or not small.any())
+    out["large_step_merges"] = out["n_wrong_large_step_above"] > 0
     bi, ei = np.nonzero(wrong)
     out["wrong_cells"] = [(float(sub.beta.values[i]), float(sub.epsilon.values[j]))
                           for i, j in zip(bi, ei)]
@@ -254,7 +265,17 @@ def summary(ds) -> dict:
     with the limit at the smallest L and agree at the largest, ``still_wrong`` those
     that disagree at both; ``depth_check_limit_reached`` says whether the antipodal
     fraction at the check point exceeds :data:`LIMIT_REACHED` at the largest L of the
-    depth check (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L.
+    depth check (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L;
+    ``L_first`` and ``L_last`` are the smallest and largest L, ``last`` the numbers of
+    :func:`summary_at` at ``L_last`` (without the list of cells).
+
+    ``depth_reading`` says what the deeper map does to the cells on the wrong side at the
+    smallest L: ``"none_wrong"`` (there are none), ``"single_depth"`` (one L only),
+    ``"all_fixed"`` (all of them move to the predicted side), ``"part_fixed"`` (some do),
+    ``"none_fixed"`` (none does).  Also the run's grid (``n_beta``, ``n_epsilon``, ``T``),
+    the thresholds of the module (``band``, ``small_step``, ``low_beta``, ``high_beta``),
+    and the depth check's point, trajectories, horizon and single-cluster fractions at
+    its smallest and largest L.
     """
     Ls = [int(L) for L in ds.L.values]
     by_L = {L: summary_at(ds, L) for L in Ls}
@@ -269,6 +290,29 @@ def summary(ds) -> dict:
            "depth_check_antipodal": [float(p) for p in pa],
            "depth_check_L": [int(L) for L in ds.check_L.values],
            "depth_check_limit_reached": bool(pa[-1] > LIMIT_REACHED)}
+    if not first["n_wrong"]:
+        reading = "none_wrong"
+    elif len(Ls) == 1:
+        reading = "single_depth"
+    elif not wrong_first & wrong_last:
+        reading = "all_fixed"
+    elif wrong_first - wrong_last:
+        reading = "part_fixed"
+    else:
+        reading = "none_fixed"
+    ps = ds.depth_p_single.values if "depth_p_single" in ds else np.full(pa.shape, np.nan)
+    attrs = ds.attrs
+    out.update(
+        L_first=Ls[0], L_last=Ls[-1], depth_reading=reading,
+        last={k: v for k, v in last.items() if k != "wrong_cells"},
+        n_beta=int(ds.beta.size), n_epsilon=int(ds.epsilon.size),
+        T=float(attrs.get("fixed_T", np.nan)), band=BAND, small_step=SMALL_STEP,
+        low_beta=LOW_BETA, high_beta=HIGH_BETA,
+        check_beta=float(attrs.get("check_beta", np.nan)),
+        check_epsilon=float(attrs.get("check_epsilon", np.nan)),
+        check_n_traj=int(attrs.get("check_n_traj", 0)),
+        check_T=float(attrs.get("check_T", np.nan)),
+        depth_check_single_first=float(ps[0]), depth_check_single_last=float(ps[-1]))
     return out
 
 

@@ -199,7 +199,7 @@ BALANCED_Z_MAX = 3.5
 
 
 def summary(ds) -> dict:
-    """Numbers the notebook quotes, and the verdicts on the split decomposition.
+    r"""Numbers the notebook quotes, and the verdicts on the split decomposition.
 
     ``per_n[N]`` has the curve's landmarks and, with the split counts, the shares of the
     antipodal pairs at the largest beta that come from balanced and from unbalanced
@@ -207,10 +207,22 @@ def summary(ds) -> dict:
     balanced splits over beta (even N), and ``balanced_agree`` says whether it is at most
     :data:`BALANCED_Z_MAX`.  ``odd_all_unbalanced`` checks that no odd N has a balanced
     split (there is none: the reduction's explanation of the parity effect).
+
+    Also: the run's settings (``L``, ``T``, ``d``, ``attention``, ``beta_last``, the
+    largest beta), ``band_half_width`` (half the width of the Wilson 95% band of a
+    fraction near 1/2 with ``n_traj`` trajectories, :math:`1.96 \cdot 0.5/\sqrt{n}`), and
+    ``lowest_clustered``: the N whose fraction clustered at T is lowest (``n``), that
+    fraction (``p``) and its beta, and the betas between which that N's antipodal
+    fraction rises most (``rise_from``, ``rise_to``).
     """
     betas = ds.beta.values
-    out = {"n_traj": int(ds.n_traj.values.max()), "betas": [float(b) for b in betas],
+    n_traj = int(ds.n_traj.values.max())
+    out = {"n_traj": n_traj, "betas": [float(b) for b in betas],
+           "beta_last": float(betas[-1]),
            "n_tokens": [int(n) for n in ds.n_tokens.values],
+           "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
+           "d": int(ds.attrs["fixed_d"]), "attention": str(ds.attrs["fixed_attention"]),
+           "band_half_width": float(1.96 * 0.5 / np.sqrt(n_traj)),
            "beta_c": float(ds.attrs["beta_c"])}
     per_n = {}
     split_counts = "n_balanced" in ds
@@ -253,6 +265,13 @@ def summary(ds) -> dict:
             )
         per_n[int(n)] = row
     out["per_n"] = per_n
+    n_low = min(per_n, key=lambda n: per_n[n]["min_clustered"])
+    p_low = ds.p_antipodal_pair.sel(n_tokens=n_low).values
+    i_rise = int(np.argmax(np.diff(p_low))) if p_low.size > 1 else 0
+    out["lowest_clustered"] = {"n": int(n_low), "p": per_n[n_low]["min_clustered"],
+                               "beta": per_n[n_low]["beta_min_clustered"],
+                               "rise_from": float(betas[i_rise]),
+                               "rise_to": float(betas[min(i_rise + 1, betas.size - 1)])}
     # The parity effect: the antipodal band leaves zero at a smaller beta for every even N
     # than for any odd N (None when the run lacks one parity).
     first = {n: r["first_beta_positive"] for n, r in per_n.items()}

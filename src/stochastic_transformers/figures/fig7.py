@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from .. import simulate, two_clusters
+from .. import simulate, theory, two_clusters
 from ..classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ..config import ModelConfig, RunConfig
 from ..stats import add_fraction_where, count_z
@@ -211,6 +211,9 @@ def cost_report(ds, scale="paper") -> dict:
 #: with probability of order 1%.
 PERSIST_Z_MAX = 4.0
 PERSIST_MIN_MERGED = 50
+#: The fraction with an antipodal pair has levelled off from the first recorded time after
+#: which it stays within this distance of its value at T (half a percentage point).
+LEVEL_TOL = 0.005
 
 
 def summary(ds, t_ref=None) -> dict:
@@ -222,7 +225,19 @@ def summary(ds, t_ref=None) -> dict:
     ``max_dev_after_ref`` the largest distance of the fraction from its final value over
     recorded times >= ``t_ref``.  ``t_settle_99`` is the first recorded time from which
     at most 1% of the trajectories ever change status again; ``t_clustered_95`` the
-    first time at which 95% are clustered.
+    first time at which 95% are clustered; ``t_level`` the first recorded time from which
+    the fraction stays within :data:`LEVEL_TOL` of its value at T; ``unchanged`` that no
+    trajectory changed status after ``t_ref``.
+
+    Across betas: ``lost_total``; ``most_lost_beta``, the beta where the most trajectories
+    lose their pair (the first beta if none does), and ``most_lost``, its row with
+    ``beta``, ``net_loss`` (``lost - gained``), ``unbalanced_drop`` (the fall, from
+    ``t_ref`` to T, of the two-group configurations with unequal groups, summed over
+    them) and ``balanced_holds`` (the count with equal groups does not fall; None for
+    odd N); ``others``, the largest ``t_level`` and ``max_dev_after_ref`` over the other
+    betas (NaN when there is none); ``t_clustered_95_max`` over the betas (NaN if some beta
+    never reaches 95%) and its share of T.  ``d``, ``L`` and ``scale`` are the run's;
+    ``beta_c`` is the two-token threshold of Theorem 2 in that d.
     """
     times = ds.time.values
     T = float(times[-1])
@@ -230,15 +245,23 @@ def summary(ds, t_ref=None) -> dict:
     i_ref = int(np.searchsorted(times, t_ref))
     i_ref = min(i_ref, times.size - 1)
     out = {"n_traj": int(ds.n_traj.values.max()), "T": T, "t_ref": float(times[i_ref]),
-           "n_tokens": int(ds.attrs["fixed_n_tokens"]), "per_beta": {}}
+           "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": int(ds.attrs["fixed_d"]),
+           "L": int(ds.attrs["fixed_L"]), "scale": str(ds.attrs.get("scale", "")),
+           "beta_c": float(theory.critical_beta(int(ds.attrs["fixed_d"]))), "per_beta": {}}
     for b in ds.beta.values:
         sub = ds.sel(beta=b)
         p = sub.p_antipodal_pair.values
         unsettled = sub.p_unsettled.values
         settled = np.nonzero(unsettled <= 0.01)[0]
         clustered = np.nonzero(sub.p_clustered.values >= 0.95)[0]
+        # the last recorded time farther than LEVEL_TOL from the final value, then one more
+        far = np.nonzero(np.abs(p - p[-1]) > LEVEL_TOL)[0]
+        i_level = int(far[-1]) + 1 if far.size else 0
         out["per_beta"][float(b)] = {
             "p_ref": float(p[i_ref]), "p_final": float(p[-1]),
+            "t_level": float(times[min(i_level, times.size - 1)]),
+            "unchanged": bool(int(sub.n_lost.values[i_ref]) == 0
+                              and int(sub.n_gained.values[i_ref]) == 0),
             "low_final": float(sub.p_antipodal_pair_low.values[-1]),
             "high_final": float(sub.p_antipodal_pair_high.values[-1]),
             "lost": int(sub.n_lost.values[i_ref]), "gained": int(sub.n_gained.values[i_ref]),
@@ -266,6 +289,26 @@ def summary(ds, t_ref=None) -> dict:
                     "n_times_compared": int(z.size),
                 }
             out["per_beta"][float(b)]["merged"] = merged
+    rows = out["per_beta"]
+    out["lost_total"] = int(sum(r["lost"] for r in rows.values()))
+    b_most = max(rows, key=lambda b: rows[b]["lost"])
+    row = rows[b_most]
+    n_tok = out["n_tokens"]
+    unbalanced = [m for m in row["split_ref"] if 2 * m != n_tok]
+    out["most_lost_beta"] = b_most
+    out["most_lost"] = {
+        "beta": b_most, **{k: v for k, v in row.items() if k != "merged"},
+        "net_loss": row["lost"] - row["gained"],
+        "unbalanced_drop": int(sum(row["split_ref"][m] - row["split_final"][m] for m in unbalanced)),
+        "balanced_holds": (row["split_final"][n_tok // 2] >= row["split_ref"][n_tok // 2]
+                           if n_tok % 2 == 0 else None)}
+    others = [r for b, r in rows.items() if b != b_most]
+    out["others"] = {"t_level_max": max((r["t_level"] for r in others), default=float("nan")),
+                     "max_dev_max": max((r["max_dev_after_ref"] for r in others),
+                                        default=float("nan"))}
+    t95 = [r["t_clustered_95"] for r in rows.values()]
+    out["t_clustered_95_max"] = max(t95) if all(np.isfinite(t95)) else float("nan")
+    out["t_clustered_95_share"] = out["t_clustered_95_max"] / T
     if "persist_z" in ds:
         zs = [v["max_abs_z"] for row in out["per_beta"].values() for v in row["merged"].values()
               if np.isfinite(v["max_abs_z"])]

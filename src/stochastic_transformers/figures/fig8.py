@@ -63,6 +63,19 @@ KNOB_SCHEMA = {"d": integers(2)}
 #: A (beta, d) point counts as settled once the unclustered fraction stays at or below this.
 SETTLE_LEVEL = 0.01
 
+#: The paper's claim (proportions stabilise well below the largest horizon) holds in a run
+#: where every point has settled by this fraction of T (``settled_early`` in :func:`summary`),
+SETTLED_EARLY_FRACTION = 0.5
+#: the antipodal fraction moves by at most this much between T/10 and T (``flat``),
+FLAT_LATE_CHANGE = 0.02
+#: and at T at least this share of the points lies within 2 standard errors of the
+#: long-time limit, none beyond :data:`AGREE_MAX_Z` standard errors (``agrees_with_theory``).
+AGREE_SHARE_2SE = 0.85
+AGREE_MAX_Z = 4.0
+#: Antipodal visits where -1 repels are transient when the fraction at T is at most this
+#: share of its peak over time (``transient_antipodal["reading"]``).
+TRANSIENT_DROP = 0.5
+
 
 # ----------------------------------------------------------------------------- metrics
 
@@ -147,18 +160,20 @@ def _finish(ds, scale):
     return ds
 
 
-def summary(ds) -> dict:
-    """Numbers the notebook quotes (per beta and overall)."""
-    times = ds.time.values
-    T = float(times[-1])
+def _per_beta(ds) -> dict:
+    """Per beta: which d's have an attracting antipodal pair, settling, fractions at T."""
     per_beta = {}
+    n_d = ds.sizes["d"]
     for b in ds.beta.values:
         sub = ds.sel(beta=b)
         settle = sub.settle_time.values
+        n_att = int(sub.n_attracting)
         per_beta[float(b)] = {
-            "n_attracting": int(sub.n_attracting),
+            "n_attracting": n_att,
+            "attracting": "none" if n_att == 0 else "all" if n_att == n_d else "some",
             "attracting_d": [int(d) for d in sub.d.values[sub.antipodal_attracting.values]],
             "max_settle": float(np.max(settle)),
+            "settled": bool(np.all(np.isfinite(settle))),
             "max_settle_d": int(sub.d.values[int(np.argmax(settle))]),
             "p_antipodal_T": {int(d): float(v) for d, v in zip(sub.d.values,
                                                                sub.p_antipodal.values[:, -1])},
@@ -167,40 +182,97 @@ def summary(ds) -> dict:
             "max_abs_z": float(np.max(np.abs(sub.z_final.values))),
             "max_abs_late_change": float(np.max(np.abs(sub.late_change.values))),
         }
-    z = np.abs(ds.z_final.values)
-    worst = np.unravel_index(int(np.argmax(z)), z.shape)
-    # antipodal pairs counted where -1 does not attract: transient visits near -1
+    return per_beta
+
+
+def _transient(ds) -> dict:
+    """Antipodal pairs counted where -1 does not attract: the largest fraction over time
+    (where and when), the largest at T, and the reading (``transient`` when the fraction
+    at T is at most :data:`TRANSIENT_DROP` of that peak, ``persistent`` otherwise,
+    ``none`` when no such pair was ever counted)."""
     repelling = ~ds.antipodal_attracting.values
     p_a = ds.p_antipodal.values
-    transient = {"max": 0.0, "beta": float("nan"), "d": -1, "time": float("nan"),
-                 "at_T": 0.0, "n_points": int(repelling.sum())}
+    out = {"max": 0.0, "beta": float("nan"), "d": -1, "time": float("nan"),
+           "at_T": 0.0, "n_points": int(repelling.sum())}
     if repelling.any():
         peak = np.where(repelling[..., None], p_a, -1.0)
         ib, idd, it = np.unravel_index(int(np.argmax(peak)), peak.shape)
-        transient.update(max=float(p_a[ib, idd, it]), beta=float(ds.beta.values[ib]),
-                         d=int(ds.d.values[idd]), time=float(times[it]),
-                         at_T=float(np.max(np.where(repelling, p_a[..., -1], 0.0))))
+        out.update(max=float(p_a[ib, idd, it]), beta=float(ds.beta.values[ib]),
+                   d=int(ds.d.values[idd]), time=float(ds.time.values[it]),
+                   at_T=float(np.max(np.where(repelling, p_a[..., -1], 0.0))))
+    out["visited"] = out["max"] > 0
+    out["reading"] = ("none" if not out["visited"] else
+                      "transient" if out["at_T"] <= TRANSIENT_DROP * out["max"] else
+                      "persistent")
+    return out
+
+
+def _figure3_grid() -> dict:
+    """The thresholds over the dimensions of Figure 3 (the paper's d = 4..10, whatever the
+    run's grid): beta_c by d, and for the middle beta of :data:`BETAS` the last d whose
+    antipodal pair attracts, with beta_c there and at the next d."""
+    dims = SCALES["paper"]["d"]
+    beta_c = {int(d): float(theory.critical_beta(int(d))) for d in dims}
+    beta_ii = BETAS[1]
+    last = max(d for d in dims if theory.antipodal_attracting(beta_ii, int(d)))
+    return {"d_min": min(dims), "d_max": max(dims), "beta_c": beta_c,
+            "regime_ii_beta": beta_ii, "regime_ii_last_d": last,
+            "regime_ii_next_d": last + 1, "beta_c_last": beta_c[last],
+            "beta_c_next": float(theory.critical_beta(last + 1))}
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes (per beta and overall), and the verdicts its wording
+    follows: ``settled_early`` (every point settled by :data:`SETTLED_EARLY_FRACTION` of T),
+    ``flat`` (late change at most :data:`FLAT_LATE_CHANGE`), ``agrees_with_theory`` (at
+    least :data:`AGREE_SHARE_2SE` of the points within 2 standard errors, none beyond
+    :data:`AGREE_MAX_Z`), ``agrees_with_paper`` (all three), ``t_half_trend`` (``all``,
+    ``some`` or ``none`` of the betas with a half-clustering time decreasing in d) and
+    ``transient_antipodal["reading"]`` (see :func:`_transient`)."""
+    T = float(ds.time.values[-1])
+    z = np.abs(ds.z_final.values)
+    worst = np.unravel_index(int(np.argmax(z)), z.shape)
     t_half = ds.t_half.values
     faster_with_d = [bool(np.all(np.diff(row) <= 0)) for row in t_half]
+    n_faster = sum(faster_with_d)
     slowest = np.unravel_index(int(np.argmax(ds.settle_time.values)), z.shape)
+    n_settled = int(np.sum(np.isfinite(ds.settle_time.values)))
+    max_settle = float(np.max(ds.settle_time.values))
+    max_late = float(np.max(np.abs(ds.late_change.values)))
+    share_2se = float((z <= 2).mean())
+    settled_early = n_settled == z.size and max_settle <= SETTLED_EARLY_FRACTION * T
+    flat = max_late <= FLAT_LATE_CHANGE
+    agree = share_2se >= AGREE_SHARE_2SE and float(z.max()) <= AGREE_MAX_Z
     return {
-        "transient_antipodal": transient,
+        "transient_antipodal": _transient(ds),
         "t_half_decreasing_in_d": faster_with_d,
+        "n_t_half_decreasing": n_faster,
+        "t_half_trend": ("all" if n_faster == len(faster_with_d) else
+                         "some" if n_faster else "none"),
         "t_half_range": (float(np.min(t_half)), float(np.max(t_half))),
         "slowest_beta": float(ds.beta.values[slowest[0]]),
         "slowest_d": int(ds.d.values[slowest[1]]),
         "T": T,
         "n_traj": int(ds.n_traj.values.max()),
         "n_points": int(z.size),
-        "per_beta": per_beta,
+        "n_betas": int(ds.sizes["beta"]),
+        "per_beta": _per_beta(ds),
         "max_abs_z": float(z.max()),
         "max_z_beta": float(ds.beta.values[worst[0]]),
         "max_z_d": int(ds.d.values[worst[1]]),
-        "share_within_2se": float((z <= 2).mean()),
-        "max_abs_late_change": float(np.max(np.abs(ds.late_change.values))),
+        "share_within_2se": share_2se,
+        "max_abs_late_change": max_late,
         "late_change_from": float(ds.attrs["late_change_from"]),
-        "n_settled": int(np.sum(np.isfinite(ds.settle_time.values))),
-        "max_settle": float(np.max(ds.settle_time.values)),
+        "settle_level": SETTLE_LEVEL,
+        "n_settled": n_settled,
+        "all_settled": n_settled == z.size,
+        "max_settle": max_settle,
+        "max_settle_fraction": max_settle / T,
+        "settled_early": bool(settled_early),
+        "flat": bool(flat),
+        "agrees_with_theory": bool(agree),
+        "agrees_with_paper": bool(settled_early and flat and agree),
+        "figure3_grid": _figure3_grid(),
         "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
         "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))),
     }

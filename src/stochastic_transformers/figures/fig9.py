@@ -286,8 +286,13 @@ def _verdicts(by, b_small, b_large):
 
 
 def summary(ds) -> dict:
-    """Numbers the notebook quotes, per (model, beta), and ``verdicts``: the comparisons
-    with the paper's claims at the smallest and the largest beta (thresholds above)."""
+    r"""Numbers the notebook quotes, per (model, beta), and ``verdicts``: the comparisons
+    with the paper's claims at the smallest and the largest beta (thresholds above).
+
+    ``small`` and ``large`` repeat the rows of ``by`` at the smallest and the largest
+    beta, keyed by model; ``hover_order`` is :math:`e^{-4\beta}` at the largest beta, the
+    order of the hovering depth of unbalanced softmax splits (two-cluster reduction).
+    """
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
            "n_tokens": int(knob_attr(ds, "n_tokens")), "d": int(ds.attrs["fixed_d"]),
            "tol": float(knob_attr(ds, "tol")),
@@ -312,6 +317,10 @@ def summary(ds) -> dict:
     betas = [float(b) for b in ds.beta.values]
     if len(betas) >= 2 and set(MODELS) <= {str(m) for m in ds.model.values}:
         out["verdicts"] = _verdicts(out["by"], min(betas), max(betas))
+    models = [str(m) for m in ds.model.values]
+    out["small"] = {m: out["by"][(m, min(betas))] for m in models}
+    out["large"] = {m: out["by"][(m, max(betas))] for m in models}
+    out["hover_order"] = float(np.exp(-4.0 * max(betas)))
     return out
 
 

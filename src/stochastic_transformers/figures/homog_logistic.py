@@ -25,13 +25,14 @@ is the limit :math:`b \to 0`.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from .. import simulate
 from ..config import ModelConfig, RunConfig
-from ..homogenized import logistic
+from ..homogenized import logistic, logistic_floor
 # the schedule, the refinement and the units of work (work, measured_work) are shared with
 # the other figure on the clock t
 from ._homog import (CLOCK_SCHEMA, clock_sweeps, label_gap_axes, measured_work, on_schedule,
@@ -104,27 +105,90 @@ SECONDS_PER_WORK = 1.84e-8
 cost = cost_function(__name__)
 
 
+#: The score spreads b at which the summary computes the floor of the gap at fixed b (the
+#: distance of the d -> infinity simplex law from the logistic law), whatever the run's bs.
+FLOOR_BS = (0.5, 1.0)
+#: Monte Carlo samples of the floor (its standard error is a few percent at b = 1).
+FLOOR_SAMPLES = 100_000
+
+
+@functools.lru_cache(maxsize=16)
+def floor(b, n_tokens, t_max):
+    """``(floor, standard error)``: :func:`stochastic_transformers.homogenized.logistic_floor`
+    with :data:`FLOOR_SAMPLES` samples and seed 0 (cached: it takes about a second)."""
+    return logistic_floor(b, n_tokens, t_max, n_samples=FLOOR_SAMPLES, seed=0)
+
+
 def summary(ds) -> dict:
     """Largest |E[m - u]| per (d, b), its decay exponent in d, and the verdicts.
 
     ``slope[b]``: least-squares slope of log max|E[m - u]| against log d;
     ``rate_verdict[b]``: it is within :data:`RATE_TOL` of the follow-up's :data:`RATE`.
-    ``d_times_gap[b]``: d max|E[m - u]|, about constant if the rate is 1/d.  The
-    deviation at a given d is a systematic O(1/d) bias, so its z-scores grow with the
-    number of trajectories; they are reported, not used as a verdict.
+    ``d_times_gap[b]``: d max|E[m - u]|, about constant if the rate is 1/d; its values at
+    the smallest and largest d (``d_times_gap_first``, ``d_times_gap_last``), its ``rise``
+    between them and the ``extra_rise`` of each b over the smallest b.  The deviation at a
+    given d is a systematic O(1/d) bias, so its z-scores grow with the number of
+    trajectories; they are reported (``max_z_at_large_d``), not used as a verdict.
+    ``spread_slope[b]``: slope of log of the largest 10%-90% spread of m against log d (the
+    martingale part: -1/2 expected).  ``below_logistic``: at every (d, b) the mean overlap
+    is below the logistic curve where the two are farthest apart.  ``gap_grows_with_b``:
+    at every d the gap at the largest b exceeds the gap at the smallest;
+    ``slows_fall_with_b``: its exponent is less negative there.  ``floor[b]`` (b in
+    :data:`FLOOR_BS` and the largest b of the run): the gap's floor at fixed b
+    (:func:`floor`), ``floor_rel_2se[b]`` two standard errors of it relative to it;
+    ``floor_rise[b]``: what that floor adds to d times the gap over the run's range of d;
+    ``floor_explains_most[b]`` (each b > the smallest with a floor): that is more than half
+    the ``extra_rise`` of b.
     """
     out = {"d": [int(v) for v in ds.d.values], "b": [float(v) for v in ds.b.values],
-           "n_traj": int(ds.n_traj.max()), "max_abs_gap": {}, "slope": {},
-           "rate_verdict": {}, "d_times_gap": {}, "max_z_at_large_d": {}}
-    logd = np.log(ds.d.values.astype(float))
+           "n_traj": int(ds.n_traj.max()), "n_tokens": int(ds.attrs["fixed_n_tokens"]),
+           "max_abs_gap": {}, "slope": {},
+           "rate_verdict": {}, "d_times_gap": {}, "max_z_at_large_d": {}, "gap_at_large_d": {},
+           "d_times_gap_first": {}, "d_times_gap_last": {}, "rise": {}, "spread_slope": {}}
+    d_vals = ds.d.values.astype(float)
+    logd = np.log(d_vals)
+    spread = (ds.m_q90 - ds.m_q10).max("t")
+    below = True
     for b in ds.b.values:
         sub = ds.sel(b=b)
         g = sub.max_abs_gap.values
-        out["max_abs_gap"][float(b)] = [float(v) for v in g]
-        out["slope"][float(b)] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
-        out["rate_verdict"][float(b)] = bool(abs(out["slope"][float(b)] - RATE) <= RATE_TOL)
-        out["d_times_gap"][float(b)] = [float(v) for v in g * ds.d.values]
-        out["max_z_at_large_d"][float(b)] = float(np.abs(sub.z_gap.isel(d=-1)).max())
+        key = float(b)
+        out["max_abs_gap"][key] = [float(v) for v in g]
+        out["slope"][key] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
+        out["rate_verdict"][key] = bool(abs(out["slope"][key] - RATE) <= RATE_TOL)
+        out["d_times_gap"][key] = [float(v) for v in g * ds.d.values]
+        out["d_times_gap_first"][key] = out["d_times_gap"][key][0]
+        out["d_times_gap_last"][key] = out["d_times_gap"][key][-1]
+        out["rise"][key] = out["d_times_gap_last"][key] - out["d_times_gap_first"][key]
+        out["max_z_at_large_d"][key] = float(np.abs(sub.z_gap.isel(d=-1)).max())
+        out["gap_at_large_d"][key] = float(g[-1])
+        sp = spread.sel(b=b).values
+        out["spread_slope"][key] = (float(np.polyfit(logd, np.log(sp), 1)[0]) if sp.size > 1
+                                    else float("nan"))
+        gap = sub.gap_mean.transpose("d", "t").values
+        at = np.argmax(np.abs(gap), axis=1)
+        below = below and bool(np.all(gap[np.arange(gap.shape[0]), at] < 0))
+    b_lo, b_hi = out["b"][0], out["b"][-1]
+    out.update(d_min=out["d"][0], d_max=out["d"][-1], b_min=b_lo, b_max=b_hi,
+               below_logistic=below,
+               slope_min=min(out["slope"].values()), slope_max=max(out["slope"].values()),
+               spread_slope_min=min(out["spread_slope"].values()),
+               spread_slope_max=max(out["spread_slope"].values()),
+               gap_at_large_d_min=min(out["gap_at_large_d"].values()),
+               gap_at_large_d_max=max(out["gap_at_large_d"].values()),
+               min_z_at_large_d=min(out["max_z_at_large_d"].values()),
+               gap_grows_with_b=bool(np.all(np.array(out["max_abs_gap"][b_hi])
+                                            > np.array(out["max_abs_gap"][b_lo]))),
+               slows_fall_with_b=bool(out["slope"][b_hi] > out["slope"][b_lo]))
+    out["extra_rise"] = {b: out["rise"][b] - out["rise"][b_lo] for b in out["b"][1:]}
+    n_tokens, t_max = out["n_tokens"], float(ds.attrs["fixed_t_max"])
+    out["floor"], out["floor_rel_2se"] = {}, {}
+    for b in sorted(set(FLOOR_BS) | ({b_hi} if b_hi > 0 else set())):
+        value, se = floor(float(b), n_tokens, t_max)
+        out["floor"][float(b)], out["floor_rel_2se"][float(b)] = value, 2 * se / value
+    out["floor_rise"] = {b: v * (out["d_max"] - out["d_min"]) for b, v in out["floor"].items()}
+    out["floor_explains_most"] = {b: bool(out["floor_rise"][b] > 0.5 * extra > 0)
+                                  for b, extra in out["extra_rise"].items() if b in out["floor"]}
     out["m0"] = float(ds.m_mean.isel(t=0).mean())
     out["refine"] = refinement_summary(ds)
     return out

@@ -19,14 +19,17 @@ which token wins, :math:`\lambda`, grows with :math:`\beta` and pushes antipodal
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import xarray as xr
 
 from .. import simulate
 from ..classification import outcome_counts
 from ..config import configs_from_flat
-from ..homogenized import antipodal_by, antipodal_limit
+from ..homogenized import antipodal_attracting, antipodal_by, antipodal_limit
 from ..stats import agreement_z
+from ..theory import critical_beta
 from .base import (add_outcome_fractions, all_of, cell_threads, cost_function,
                    figure_sweep, integers, laid_out, reals, resolve_scale, whole_layers)
 
@@ -49,6 +52,17 @@ KNOB_SCHEMA = {"d": integers(3), "betas": reals(0.0, 20.0),
                "refine_Ls": all_of(integers(1), whole_layers("T", "refine_Ls"))}
 #: The agreement verdict: every point within this many standard errors of the finite-T limit.
 Z_MAX = 4.0
+#: The betas at which the summary evaluates the antipodal criterion of the random-key
+#: limit (the drift of atanh R at R = -1), whatever the run's grid: 0.25 to 8 in steps of 0.25.
+CRITERION_BETAS = tuple(0.25 * k for k in range(1, 33))
+
+
+@functools.lru_cache(maxsize=8)
+def antipodal_criterion(d):
+    """The limit drift of atanh R at R = -1 with random keys, at each of
+    :data:`CRITERION_BETAS` (negative: antipodal pairs form with positive probability;
+    :func:`stochastic_transformers.homogenized.antipodal_attracting`)."""
+    return tuple(antipodal_attracting(beta, int(d)) for beta in CRITERION_BETAS)
 
 
 def cell(*, model, d, beta, n_traj, L, T, tol, seed):
@@ -150,26 +164,55 @@ cost = cost_function(__name__)
 
 
 def summary(ds) -> dict:
-    """Agreement with the finite-T limit, and the comparison the figure is about."""
+    """Agreement with the finite-T limit, and the comparison the figure is about.
+
+    Per model and d (``{model}_d{d}_...``): the largest fraction at T, the largest limit at
+    infinity, the largest |z|, the beta of the largest fraction (``peak_beta``) and
+    ``falls_after_peak`` (the fraction at the largest beta is more than two binomial
+    standard errors below the peak).  ``fixed_max_abs_z``: the largest |z| of the fixed
+    A = I.  The refinement: its depths, |z| at each (first and last also by name), and the
+    main grid's |z| of both models at the refinement's (d, beta) (``random_z_at_refine``,
+    ``fixed_z_at_refine``).  ``beta_c[d]``: the main paper's threshold.  ``criterion``: the
+    random-key limit drift at R = -1 over :data:`CRITERION_BETAS` for each d of the run
+    (its range and whether it is negative at every beta, ``attracts_everywhere``, or at
+    none, ``attracts_nowhere``).
+    """
     z = ds.z_score
     out = {"max_abs_z": float(np.abs(z).max()), "n_points": int(z.size),
            "n_traj": int(ds.n_traj.max()), "agree": bool(float(np.abs(z).max()) <= Z_MAX),
            "agree_fixed": bool(float(np.abs(z.sel(model="stochastic")).max()) <= Z_MAX),
            "agree_random": bool(float(np.abs(z.sel(model="random_attention")).max()) <= Z_MAX),
+           "fixed_max_abs_z": float(np.abs(z.sel(model="stochastic")).max()),
            "theory_error": float(ds.theory_error.max()),
-           "max_unclustered": float(ds.p_unclustered.max())}
+           "max_unclustered": float(ds.p_unclustered.max()),
+           "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
+           "beta_max": float(ds.beta.max()),
+           "beta_c": {int(d): float(critical_beta(int(d))) for d in ds.d.values}}
     for model in ds.model.values:
         for d in ds.d.values:
             sub = ds.sel(model=model, d=d)
             key = f"{model}_d{int(d)}"
+            p = sub.p_antipodal.values
+            peak = int(np.argmax(p))
+            se = np.sqrt(p[peak] * (1 - p[peak]) / float(sub.n_traj.values[peak]))
             out[f"{key}_max_p"] = float(sub.p_antipodal.max())
             out[f"{key}_max_p_inf"] = float(sub.p_theory_inf_fine.max())
             out[f"{key}_max_abs_z"] = float(np.abs(sub.z_score).max())
+            out[f"{key}_peak_beta"] = float(sub.beta.values[peak])
+            out[f"{key}_falls_after_peak"] = bool(p[-1] < p[peak] - 2 * se)
     zr = ds.refine_z.values
+    d_ref, beta_ref = int(ds.attrs["refine_d"]), float(ds.attrs["refine_beta"])
+    out["refine_d"], out["refine_beta"] = d_ref, beta_ref
     out["refine_Ls"] = [int(v) for v in ds.refine_L.values]
     out["refine_z"] = [float(v) for v in zr]
+    out["refine_abs_z"] = [float(abs(v)) for v in zr]
+    out["refine_first_L"], out["refine_last_L"] = out["refine_Ls"][0], out["refine_Ls"][-1]
+    out["refine_first_abs_z"], out["refine_last_abs_z"] = float(abs(zr[0])), float(abs(zr[-1]))
     out["refine_p"] = [float(v) for v in (ds.refine_n_antipodal / ds.refine_n_traj).values]
     out["refine_p_theory"] = float(ds.attrs["refine_p_theory"])
+    at = dict(d=d_ref, beta=beta_ref)
+    out["random_z_at_refine"] = float(abs(z.sel(model="random_attention", **at)))
+    out["fixed_z_at_refine"] = float(abs(z.sel(model="stochastic", **at)))
     # the deviation is discretisation if it shrinks with depth and the deepest run agrees
     out["discretisation_explains"] = bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))
     # The headline: in d = 4 random keys remove antipodal pairs the fixed A = I keeps.
@@ -178,6 +221,15 @@ def summary(ds) -> dict:
                                                .p_theory_inf_fine.max()) == 0.0)
         out["d4_fixed_inf_positive"] = bool(float(ds.sel(model="stochastic", d=4)
                                                   .p_theory_inf_fine.max()) > 0.0)
+    crit = {"beta_min": CRITERION_BETAS[0], "beta_max": CRITERION_BETAS[-1],
+            "n_betas": len(CRITERION_BETAS), "min_drift": {}, "max_drift": {},
+            "attracts_everywhere": {}, "attracts_nowhere": {}}
+    for d in ds.d.values:
+        mu = np.array(antipodal_criterion(int(d)))
+        crit["min_drift"][int(d)], crit["max_drift"][int(d)] = float(mu.min()), float(mu.max())
+        crit["attracts_everywhere"][int(d)] = bool(np.all(mu < 0))
+        crit["attracts_nowhere"][int(d)] = bool(np.all(mu > 0))
+    out["criterion"] = crit
     return out
 
 

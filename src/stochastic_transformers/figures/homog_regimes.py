@@ -53,6 +53,9 @@ ETA_SCORED = 0.1
 #: A regime verdict needs the measured trend to be this many standard errors from the other
 #: regimes' prediction (slopes of log MSD against log L: 1 - 2 gamma for small tau).
 VERDICT_Z = 3.0
+#: A cell is off the limit curve, beyond chance among a few dozen cells, when its
+#: displacement or its mean overlap is more than this many standard errors from the limit.
+OFF_CURVE_Z = 4.0
 #: tau below which the pair has not moved (MSD linear in tau) and above which it has reached
 #: its long-time state (MSD within 2% of its limit): the shaded regime boundaries of the plot.
 TAU_FROZEN, TAU_SATURATED = 0.05, 8.0
@@ -148,19 +151,37 @@ def summary(ds) -> dict:
     both on the scored cells.  For the smallest gamma (< 1/2) it must be positive by
     VERDICT_Z standard errors on all cells (tau -> infinity: the displacement grows to its
     long-time value 1 + 1/d, reported with the gap left at the largest L).
+
+    Agreement: ``scored_on_curve``, every scored cell within :data:`OFF_CURVE_Z` standard
+    errors of the limit on both statistics; ``unscored_off_curve``, some unscored cell
+    beyond it on one of them (the larger steps' O(eta) distance is resolved).  The counts
+    ``n_unscored_msd_beyond_2`` (displacement) and ``n_unscored_beyond_2`` (either
+    statistic) are of the unscored cells more than 2 standard errors from the limit.
     """
     scored = (ds.eta <= ETA_SCORED)
     z = ds.z_msd.values[scored.values]
     zm = ds.z_mean.values[scored.values]
+    uz = np.abs(ds.z_msd.values[~scored.values])
+    uzm = np.abs(ds.z_mean.values[~scored.values])
     gammas = ds.gamma.values
     out = {"n_cells": int(ds.msd.size), "n_scored": int(scored.sum()),
+           "n_unscored": int((~scored).sum()),
            "max_abs_z_msd": float(np.max(np.abs(z))) if z.size else float("nan"),
            "max_abs_z_mean": float(np.max(np.abs(zm))) if zm.size else float("nan"),
            "share_within_2se": float(np.mean(np.abs(np.r_[z, zm]) <= 2)) if z.size else float("nan"),
-           "max_abs_z_unscored": float(np.max(np.abs(ds.z_msd.values[~scored.values])))
-           if (~scored).any() else 0.0,
+           "max_abs_z_unscored": float(uz.max()) if uz.size else 0.0,
+           "max_abs_z_mean_unscored": float(uzm.max()) if uzm.size else 0.0,
+           "n_unscored_msd_beyond_2": int(np.sum(uz > 2)),
+           "n_unscored_beyond_2": int(np.sum((uz > 2) | (uzm > 2))),
+           "max_eta": float(ds.eta.max()),
            "theory_error": float(ds.theory_error.max()), "msd_limit": float(ds.attrs["msd_limit"]),
-           "n_traj": int(ds.n_traj.values.max()), "verdicts": {}}
+           "n_traj": int(ds.n_traj.values.max()), "n_gammas": int(ds.sizes["gamma"]),
+           "gammas": [float(v) for v in gammas], "heads": [int(v) for v in ds.n_heads.values],
+           "max_heads": int(ds.n_heads.max()), "verdicts": {}}
+    out["scored_on_curve"] = bool(z.size and max(out["max_abs_z_msd"], out["max_abs_z_mean"])
+                                  <= OFF_CURVE_Z)
+    out["unscored_off_curve"] = bool(max(out["max_abs_z_unscored"],
+                                         out["max_abs_z_mean_unscored"]) > OFF_CURVE_Z)
     g_hi, g_lo = float(gammas.max()), float(gammas.min())
     for h in ds.n_heads.values:
         h = int(h)

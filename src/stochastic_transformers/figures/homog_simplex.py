@@ -153,7 +153,14 @@ GAP_SLOPE_MAX = -0.5
 
 def summary(ds) -> dict:
     """Per (d, b): largest gap to the scalar dynamics and its z; the gap's decay in d; the
-    slowing with b at the largest d; how far the Gram matrix strays from the simplex."""
+    slowing with b at the largest d; how far the Gram matrix strays from the simplex.
+
+    Also: ``gap_range_small_d`` and ``gap_range_large_d``, the smallest and largest (over b)
+    of the largest gap at the smallest and the largest d; ``gap_ratio_range``, the same for
+    the ratio of the two (per b); ``below_ode``: at every (d, b) the simulated mean is below
+    the ODE where the two are farthest apart; ``step_t``: the step on the clock t,
+    ``t_max / n_layers``.
+    """
     big = ds.isel(d=-1)
     final = big.gamma_mean.isel(t=-1).values
     logd = np.log(ds.d.values.astype(float))
@@ -171,6 +178,17 @@ def summary(ds) -> dict:
         g = ds.max_abs_gap.sel(b=b).values
         out["gap_slope"][float(b)] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
     out["gap_shrinks_with_d"] = bool(all(v < GAP_SLOPE_MAX for v in out["gap_slope"].values()))
+    small = ds.max_abs_gap.isel(d=0).values
+    large = ds.max_abs_gap.isel(d=-1).values
+    gap = (ds.gamma_mean - ds.gamma_theory).transpose("d", "b", "t").values
+    at = np.abs(gap).argmax(axis=-1)
+    out.update(d_min=out["d"][0], d_max=out["d"][-1], b_min=out["b"][0], b_max=out["b"][-1],
+               final_t=float(ds.t.max()),
+               step_t=float(ds.attrs["fixed_t_max"]) / float(ds.attrs["fixed_n_layers"]),
+               gap_range_small_d=[float(small.min()), float(small.max())],
+               gap_range_large_d=[float(large.min()), float(large.max())],
+               gap_ratio_range=[float((large / small).min()), float((large / small).max())],
+               below_ode=bool(np.all(np.take_along_axis(gap, at[..., None], -1) < 0)))
     out["refine"] = refinement_summary(ds)
     return out
 

@@ -54,12 +54,16 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
 
 def summary(ds) -> dict:
-    """Outcomes at T, the smallest gap reached, and the limit theory for the same (beta, d)."""
+    """Outcomes at T (the side of 0 each overlap ends on, and how many end within the
+    tolerance :data:`TOL` of their pole), the smallest gap reached, and the limit theory
+    for the same (beta, d)."""
     final = ds.overlap.values[:, -1]
     gaps = np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values)
     beta, d = float(ds.attrs["beta"]), int(ds.attrs["d"])
+    tol = float(ds.attrs.get("tol", TOL))
     return {"n_traj": int(ds.sizes["trajectory"]), "T": float(ds.time.values[-1]),
             "n_single": int(np.sum(final >= 0)), "n_antipodal": int(np.sum(final < 0)),
+            "n_within_tol": int(np.sum(gaps[:, -1] <= tol)), "tol": tol,
             "min_gap": float(gaps.min()), "beta": beta, "d": d,
             "beta_c": float(theory.critical_beta(d)),
             "p_antipodal_theory": float(theory.antipodal_probability(beta, d))}

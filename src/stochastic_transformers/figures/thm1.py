@@ -71,6 +71,7 @@ import xarray as xr
 
 from .. import attention as _att
 from .. import rng as _rng
+from .. import theory
 from .._jit import JIT_PARALLEL
 from ..kernels.common import draw_pair_noise
 from .._validation import check_real
@@ -465,9 +466,20 @@ def summary(ds) -> dict:
     ``order_tail_se``, from ``L >= tail_L_min``): a second-order term still visible at
     the smallest L steepens a pure power-law fit; ``"not_first_order"`` when neither
     is; ``"too_few_points"`` without a fitted order.
+
+    Also: the run's ``beta``, ``d`` and :math:`\\beta_c(d)` (``beta_c``), with
+    ``both_poles_attract`` (``beta > beta_c``: the antipodal pole attracts too, Theorem 2);
+    ``has_chi2`` (the fit had residual freedom, so ``chi2_red`` is a number); the smallest
+    and largest L with their errors; compute times; and ``per_pair``, one entry per
+    (function, time): the range of :math:`L\\,e` over ``L >= fit_L_min`` (``Le_min``,
+    ``Le_max``, ``L_from``, ``L_to``), twice its largest standard error there
+    (``two_se_max``) and ``sign_change`` (the errors resolved at ``fit_min_snr`` standard
+    errors do not all have one sign).
     """
     used = ds.fit_used.values
     Ls = ds.L.values
+    beta, d = float(knob_attr(ds, "beta")), int(knob_attr(ds, "d"))
+    beta_c = float(theory.critical_beta(d))
     resolved = ds.weak_error_snr.values >= float(ds.attrs["fit_min_snr"])
     ratio = (ds.bias_se_plain / ds.bias_se).values
     order, order_se = float(ds.order), float(ds.order_se)
@@ -509,7 +521,40 @@ def summary(ds) -> dict:
         "variance_reduction_smallest_L": float(np.nanmedian(ratio[..., 0] ** 2)),
         "max_reference_error": float(ds.reference_error.max()),
         "L_times_error_largest_L": float(Ls[-1] * ds.weak_error.values[-1]),
+        "beta": beta, "d": d, "beta_c": beta_c, "both_poles_attract": bool(beta > beta_c),
+        "has_chi2": bool(np.isfinite(float(ds.chi2_red))),
+        "fit_min_snr": float(ds.attrs["fit_min_snr"]), "fit_L_min": int(ds.attrs["fit_L_min"]),
+        "L_smallest": int(Ls[0]), "L_largest": int(Ls[-1]),
+        "weak_error_smallest_L": float(ds.weak_error.values[0]),
+        "weak_error_largest_L": float(ds.weak_error.values[-1]),
+        "weak_error_se_largest_L": float(ds.weak_error_se.values[-1]),
+        "cell_time_total_s": float(ds.cell_time_s.sum()),
+        "cell_time_largest_L_s": float(ds.cell_time_s.isel(L=-1)),
+        "n_cells": int(ds.attrs.get("n_cells", 0)),
+        "n_cells_cached": int(ds.attrs.get("n_cells_cached", 0)),
+        "per_pair": _per_pair(ds),
     }
+
+
+def _per_pair(ds) -> list[dict]:
+    """Panel (b) read in numbers: for each (function, time), L e over L >= fit_L_min."""
+    late = [int(L) for L in ds.L.values if L >= float(ds.attrs["fit_L_min"])]
+    snr = float(ds.attrs["fit_min_snr"])
+    out = []
+    for name in ds.function.values:
+        for t in ds.time.values:
+            b = ds.bias.sel(function=name, time=t)
+            se = ds.bias_se.sel(function=name, time=t)
+            signs = np.sign(b.values[np.abs(b.values) >= snr * se.values])
+            entry = {"function": str(name), "time": float(t),
+                     "sign_change": bool(signs.size > 1 and np.any(signs != signs[0]))}
+            if late:
+                lb = (b * ds.L).sel(L=late).values
+                lse = (se * ds.L).sel(L=late).values
+                entry.update(Le_min=float(lb.min()), Le_max=float(lb.max()),
+                             two_se_max=float(2 * lse.max()), L_from=late[0], L_to=late[-1])
+            out.append(entry)
+    return out
 
 
 def plot(ds):

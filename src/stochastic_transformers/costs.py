@@ -1,0 +1,495 @@
+"""What the committed results and the benchmark runs cost, read from the files they wrote.
+
+Two kinds of file record a measured cost, each with the date, the git commit, the machine
+and the load average of its run (:func:`stochastic_transformers.io.provenance`):
+
+* ``results/*.nc``, the committed results: their attributes ``wall_time_s`` and
+  ``cell_time_s`` (with the parts a figure runs besides its main sweep, such as
+  ``refine_cell_time_s`` or ``check_wall_time_s``), ``created``, ``git_commit``,
+  ``machine_cpu``, ``machine_cores``, ``load_average_start`` and ``load_average_end``.
+  Files written before the machine was recorded lack the last four: they read as
+  unknown.
+* ``results/benchmarks/*.json``, written by the scripts of ``benchmarks/`` with ``--json``
+  through :class:`BenchmarkRun`: every row of their tables, their settings and the same
+  provenance.
+
+:func:`result_costs` and :func:`read_benchmarks` read them; :func:`summary` gathers the
+numbers the book's cost page quotes, and :func:`markdown_table` lays out its tables.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .io import load_average, provenance, write_json
+
+__all__ = ["BenchmarkRun", "RESULTS_DIR", "BENCHMARKS_DIR", "machine_of", "result_cost",
+           "result_costs", "read_benchmarks", "benchmark_rows", "projected_costs",
+           "markdown_table", "summary"]
+
+#: The committed results, and the benchmark records under them.
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+BENCHMARKS_DIR = RESULTS_DIR / "benchmarks"
+#: Version of the benchmark record's layout (its ``format`` field).
+BENCHMARK_FORMAT = 1
+#: What a missing machine or load attribute reads as.
+UNKNOWN = "not recorded"
+
+
+# ----------------------------------------------------------------------------- writing
+class BenchmarkRun:
+    """One run of a benchmark script, recorded for ``--json``.
+
+    Created when the run starts (it takes the load average then); ``table`` adds a table
+    (a list of rows, each a dict of one row's cells), ``result`` a named dict of scalars;
+    ``record()`` is the whole run as a dict and ``write(path)`` writes it atomically as
+    JSON: ``benchmark`` (the script's name), ``format``, ``quick`` (the script's smaller
+    workload), ``settings``, ``tables``, ``results``, ``started``, ``wall_time_s``,
+    ``command``, ``niceness`` (the process's priority, 0 normal) and the provenance of
+    :func:`stochastic_transformers.io.provenance` (``created`` is when the run ended).
+    """
+
+    def __init__(self, name: str, *, quick: bool = False, settings: dict | None = None):
+        self.name, self.quick, self.settings = name, bool(quick), dict(settings or {})
+        self.tables: dict[str, list[dict]] = {}
+        self.results: dict[str, dict] = {}
+        self.started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.load_start = load_average()
+        self._start = time.perf_counter()
+
+    def table(self, key: str, rows) -> list[dict]:
+        self.tables[key] = [dict(row) for row in rows]
+        return self.tables[key]
+
+    def result(self, key: str, values: dict) -> dict:
+        self.results[key] = dict(values)
+        return self.results[key]
+
+    def record(self) -> dict:
+        try:
+            niceness = os.nice(0)
+        except (OSError, AttributeError):
+            niceness = None
+        return {"benchmark": self.name, "format": BENCHMARK_FORMAT, "quick": self.quick,
+                "settings": self.settings, "tables": self.tables, "results": self.results,
+                "started": self.started, "wall_time_s": time.perf_counter() - self._start,
+                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                "niceness": niceness, **provenance(self.load_start)}
+
+    def write(self, path) -> Path:
+        return write_json(self.record(), path)
+
+
+# ----------------------------------------------------------------------------- reading
+def _attr_list(value) -> list[float] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    try:
+        return [float(x) for x in list(value)]
+    except TypeError:
+        return None
+
+
+def machine_of(attrs: dict) -> dict:
+    """``cpu``, ``cores``, ``load_start`` and ``load_end`` (1-minute load averages) of a
+    result's or a record's attributes; a missing one is :data:`UNKNOWN` (the loads: NaN)."""
+    cores = attrs.get("machine_cores")
+    start, end = (_attr_list(attrs.get(k)) for k in ("load_average_start", "load_average_end"))
+    return {"cpu": str(attrs.get("machine_cpu", UNKNOWN)),
+            "cores": int(cores) if cores is not None and int(cores) > 0 else UNKNOWN,
+            "load_start": start[0] if start else math.nan,
+            "load_end": end[0] if end else math.nan}
+
+
+def commit_date(commit: str) -> str:
+    """The date (YYYY-MM-DD) of a git commit of this repository, or :data:`UNKNOWN`."""
+    commit = str(commit).removesuffix("-dirty")
+    try:
+        out = subprocess.run(["git", "show", "-s", "--format=%cs", commit, "--"],
+                             cwd=RESULTS_DIR.parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN
+    text = out.stdout.strip().splitlines()
+    return text[0] if out.returncode == 0 and text else UNKNOWN
+
+
+_GREEK = {"beta": "β", "epsilon": "ε", "gamma": "γ", "n_tokens": "N", "n_heads": "H"}
+
+
+def _values_text(values) -> str:
+    if isinstance(values, str):
+        try:
+            values = json.loads(values.replace("'", '"'))
+        except ValueError:
+            return values
+    values = list(values) if hasattr(values, "__len__") else [values]
+    if all(isinstance(v, (int, float)) or hasattr(v, "dtype") for v in values):
+        nums = sorted(float(v) for v in values)
+        if len(nums) <= 5:
+            return ", ".join(f"{v:g}" for v in nums)
+        return f"{nums[0]:g}..{nums[-1]:g} ({len(nums)} values)"
+    return ", ".join(map(str, values)) if len(values) <= 5 else f"{len(values)} values"
+
+
+def _number_text(value) -> str:
+    value = float(value)
+    return f"{int(value):,}" if value.is_integer() else f"{value:g}"
+
+
+def settings_text(attrs: dict, sizes: dict) -> str:
+    """The settings of a result, from its grid (``grid_params``, ``grid_*``) and the fixed
+    ``n_traj``, ``L`` and ``T``; a result with no grid gives its dimensions' sizes."""
+    try:
+        names = json.loads(attrs["grid_params"])
+    except (KeyError, ValueError):
+        names = None
+    if names:
+        parts = [f"{_GREEK.get(p, p)} = {_values_text(attrs.get(f'grid_{p}', []))}"
+                 for p in names]
+    else:
+        parts = [f"{dim} ({size})" for dim, size in sizes.items()]
+    fixed = [f"{_GREEK.get(k, k)} = {_number_text(attrs[f'fixed_{k}'])}"
+             for k in ("n_traj", "L", "T") if isinstance(attrs.get(f"fixed_{k}"), (int, float))
+             or hasattr(attrs.get(f"fixed_{k}"), "dtype")]
+    return " × ".join(parts) + (f"; {', '.join(fixed)}" if fixed else "")
+
+
+def _parts(attrs: dict, data: dict, what: str) -> dict[str, float]:
+    """``{part: seconds}`` of a result's ``what`` time ("wall" or "cell"): the main sweep's
+    ``<what>_time_s`` and the parts ``<part>_<what>_time_s`` (attributes) or
+    ``<what>_time_<part>_s`` (data variables, summed)."""
+    main = f"{what}_time_s"
+    out = {"main": float(attrs[main])} if main in attrs else {}
+    for key, value in attrs.items():
+        if key.endswith(f"_{main}"):
+            out[key.removesuffix(f"_{main}")] = float(value)
+    for key, value in data.items():
+        if key.startswith(f"{what}_time_") and key.endswith("_s") and key != main:
+            out[key.removeprefix(f"{what}_time_").removesuffix("_s")] = float(value)
+    return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def result_cost(path) -> dict:
+    """One committed result's cost, from its attributes: ``result`` (the file's stem),
+    ``figure``, ``settings``, ``created`` (date), ``commit`` (7 characters),
+    ``commit_date``, ``wall_time_s`` and ``cell_time_s`` (summed over the parts, NaN when
+    absent) with ``wall_parts`` and ``cell_parts`` (``{part: seconds}``), ``n_cells``,
+    ``n_cells_cached`` (NaN when not recorded), ``n_traj`` (trajectories of the main
+    sweep), ``notes`` (the file's own notes on its times and corrections) and the
+    machine (:func:`machine_of`)."""
+    import xarray as xr
+
+    path = Path(path)
+    with xr.open_dataset(path) as ds:
+        attrs = dict(ds.attrs)
+        data = {k: float(ds[k].sum()) for k in ds.data_vars
+                if (k.startswith("wall_time_") or k.startswith("cell_time_"))
+                and k.endswith("_s") and k not in ("wall_time_s", "cell_time_s")}
+        sizes = dict(ds.sizes)
+        n_traj = float(ds["n_traj"].sum()) if "n_traj" in ds else math.nan
+    wall, cell = _parts(attrs, data, "wall"), _parts(attrs, data, "cell")
+    created = str(attrs.get("created", UNKNOWN))[:10]
+    commit = str(attrs.get("git_commit", UNKNOWN))
+    notes = {k: str(attrs[k]) for k in ("wall_time_note", "attrs_corrected") if k in attrs}
+
+    def number(key):
+        try:
+            return float(attrs[key])
+        except (KeyError, TypeError, ValueError):
+            return math.nan
+
+    return {"result": path.stem, "figure": str(attrs.get("figure", path.stem.split("_")[0])),
+            "settings": settings_text(attrs, sizes), "created": created,
+            "commit": commit[:7], "commit_date": commit_date(commit) if commit != UNKNOWN
+            else UNKNOWN, "wall_time_s": sum(wall.values()) if wall else math.nan,
+            "cell_time_s": sum(cell.values()) if cell else math.nan, "wall_parts": wall,
+            "cell_parts": cell, "n_cells": number("n_cells"),
+            "n_cells_cached": number("n_cells_cached"), "n_traj": n_traj, "notes": notes,
+            **machine_of(attrs)}
+
+
+def result_costs(folder=RESULTS_DIR) -> list[dict]:
+    """:func:`result_cost` of every ``*.nc`` of ``folder``, in the order of their names."""
+    return [result_cost(p) for p in sorted(Path(folder).glob("*.nc"))]
+
+
+def read_benchmarks(folder=BENCHMARKS_DIR) -> dict[str, dict]:
+    """``{benchmark: record}`` of the ``*.json`` records in ``folder`` (see
+    :class:`BenchmarkRun`)."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        record = json.loads(path.read_text())
+        out[str(record.get("benchmark", path.stem))] = record
+    return out
+
+
+def benchmark_rows(record: dict, table: str) -> list[dict]:
+    """The rows of one table of a benchmark record."""
+    return list(record["tables"][table])
+
+
+def projected_costs(done) -> dict[str, float]:
+    """``{figure: projected seconds of simulation}`` at the paper scale of every registered
+    figure with a ``cost`` function and no committed paper-scale result (``done``: the
+    figures that have one); a figure whose projection fails is left out."""
+    from . import figures
+
+    out = {}
+    for fig_id in figures.REGISTRY:
+        module = figures.get(fig_id)
+        if fig_id in done or not callable(getattr(module, "cost", None)):
+            continue
+        try:
+            out[fig_id] = float(module.cost("paper"))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+# ----------------------------------------------------------------------------- layout
+def markdown_table(columns: list[tuple[str, str]], rows: list[dict], formats=None) -> str:
+    """A Markdown table: ``columns`` is ``[(key, header), ...]``; ``formats`` maps a key to
+    a format spec or a function (numbers default to ``:,.0f``, NaN shows as a dash)."""
+    formats = dict(formats or {})
+
+    def cell(row, key):
+        value = row.get(key, "")
+        fmt = formats.get(key)
+        if callable(fmt):
+            return str(fmt(value))
+        if isinstance(value, float) and not math.isfinite(value):
+            return "—"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return format(value, fmt or ",.0f")
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(h for _, h in columns) + " |",
+             "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(cell(r, k) for k, _ in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _seconds_text(seconds: float) -> str:
+    return "—" if not math.isfinite(seconds) else f"{seconds:,.0f} s"
+
+
+def _parts_text(parts: dict[str, float]) -> str:
+    """``1,146 s + 55 s (check)``: the main part first, each other part named."""
+    if len(parts) <= 1:
+        return _seconds_text(sum(parts.values())) if parts else "—"
+    main = [_seconds_text(parts["main"])] if "main" in parts else []
+    rest = [f"{_seconds_text(v)} ({k})" for k, v in parts.items() if k != "main"]
+    return " + ".join(main + rest) + f" = {_seconds_text(sum(parts.values()))}"
+
+
+def _machine_text(row: dict) -> str:
+    if row["cpu"] == UNKNOWN and row["cores"] == UNKNOWN:
+        return UNKNOWN
+    load = ""
+    if math.isfinite(row["load_start"]) or math.isfinite(row["load_end"]):
+        load = f"; load {row['load_start']:.1f} → {row['load_end']:.1f}"
+    return f"{row['cpu']}, {row['cores']} cores{load}"
+
+
+def _cells_text(row: dict) -> str:
+    n, cached = row["n_cells"], row["n_cells_cached"]
+    if not math.isfinite(n):
+        return ""
+    if not math.isfinite(cached):
+        return f"{n:,.0f} cells (how many were cached is not recorded)"
+    if cached > 0:
+        return f"{n - cached:,.0f} of {n:,.0f} cells computed, {cached:,.0f} cached"
+    return f"{n:,.0f} cells"
+
+
+def results_table(rows: list[dict]) -> str:
+    """The Markdown table of :func:`result_costs`: result, settings, run (date, commit and
+    the commit's date), cells, wall time, cell time (each with its parts) and machine."""
+    shown = [{"result": f"`{r['result']}`", "settings": r["settings"],
+              "run": f"{r['created']} ({r['commit']}, {r['commit_date']})",
+              "cells": _cells_text(r), "wall": _parts_text(r["wall_parts"]),
+              "cell": _parts_text(r["cell_parts"]), "machine": _machine_text(r)}
+             for r in rows]
+    return markdown_table([("result", "result"), ("settings", "settings"),
+                           ("run", "run: date (commit, its date)"), ("cells", "cells"),
+                           ("wall", "wall time"), ("cell", "cell time"),
+                           ("machine", "machine (1-minute load at start → end)")], shown)
+
+
+def benchmark_table(record: dict, table: str, columns, formats=None) -> str:
+    """One table of a benchmark record as Markdown (see :func:`markdown_table`)."""
+    return markdown_table(columns, benchmark_rows(record, table), formats)
+
+
+# ----------------------------------------------------------------------------- summary
+def _record_summary(record: dict) -> dict:
+    """Date, commit, machine, load and workload of one benchmark record."""
+    machine = machine_of(record)
+    commit = str(record.get("git_commit", UNKNOWN))
+    return {"date": str(record.get("created", UNKNOWN))[:10],
+            "commit": commit[:7], "commit_clean": not commit.endswith("-dirty"),
+            "cpu": machine["cpu"], "cores": machine["cores"],
+            "load_start": machine["load_start"], "load_end": machine["load_end"],
+            "niceness": record.get("niceness"), "quick": bool(record.get("quick")),
+            "workload": "the quick workload (--quick)" if record.get("quick")
+            else "the full workload", "wall_time_min": float(record["wall_time_s"]) / 60}
+
+
+def _results_summary(rows: list[dict]) -> dict:
+    walls = [r for r in rows if math.isfinite(r["wall_time_s"]) and r["wall_time_s"] >= 1]
+    longest = max(walls, key=lambda r: r["wall_time_s"]) if walls else None
+    cells = [r["cell_time_s"] for r in rows if math.isfinite(r["cell_time_s"])]
+    return {"n": len(rows), "n_paper": sum(r["result"].endswith("_paper") for r in rows),
+            "n_with_machine": sum(r["cpu"] != UNKNOWN for r in rows),
+            "longest": longest["result"] if longest else "none",
+            "longest_wall_min": longest["wall_time_s"] / 60 if longest else math.nan,
+            "cell_total_h": sum(cells) / 3600,
+            "first_created": min((r["created"] for r in rows), default=UNKNOWN),
+            "last_created": max((r["created"] for r in rows), default=UNKNOWN),
+            "by_result": {r["result"]: {"wall_min": r["wall_time_s"] / 60,
+                                        "cell_h": r["cell_time_s"] / 3600,
+                                        "created": r["created"], "commit": r["commit"]}
+                          for r in rows}}
+
+
+def _by_method(rows: list[dict]) -> dict:
+    """``{method: {t1|tall: {rate_M, speedup}}}`` of a simulator table (torch rows as
+    ``torch_float32``/``torch_float64`` under ``tall``)."""
+    out: dict = {}
+    for row in rows:
+        name = row["method"].replace("torch reference, ", "torch_").replace(" ", "_")
+        key = "t1" if row["threads"] == 1 and row["engine"] == "library" else "tall"
+        if row["engine"] == "numpy":
+            key = "t1"
+        out.setdefault(name, {})[key] = {"rate_M": row["rate"] / 1e6, "speedup": row["speedup"],
+                                         "threads": row["threads"]}
+    return out
+
+
+def _simulator_summary(record: dict) -> dict:
+    out = {"run": _record_summary(record), "tables": {}}
+    for key, rows in record["tables"].items():
+        if key.startswith("N"):
+            methods = _by_method(rows)
+            lib = [r for r in rows if r["engine"] == "library"]
+            best = max(lib, key=lambda r: r["speedup"]) if lib else None
+            out["tables"][key] = {**methods, "best_speedup": best["speedup"] if best else math.nan,
+                                  "best_method": best["method"] if best else "none"}
+    for key in ("N3_d4", "N8_d4"):
+        t = out["tables"].get(key, {})
+        if "literal" in t and "torch_float32" in t:
+            t["literal_over_torch32"] = t["literal"]["tall"]["rate_M"] / t["torch_float32"]["tall"]["rate_M"]
+        if "literal" in t and "gaussian_dn" in t:
+            t["dn_over_literal"] = t["gaussian_dn"]["tall"]["rate_M"] / t["literal"]["tall"]["rate_M"]
+            t["dn_slower"] = t["dn_over_literal"] < 1
+    if "fig6" in record["tables"]:
+        rows = record["tables"]["fig6"]
+        high = [r["ratio"] for r in rows if r["beta"] >= 4]
+        zero = [r["ratio"] for r in rows if r["beta"] == 0]
+        out["fig6"] = {**record["results"]["fig6"],
+                       "ratio_beta0": sum(zero) / len(zero) if zero else math.nan,
+                       "ratio_high_min": min(high, default=math.nan),
+                       "ratio_high_max": max(high, default=math.nan),
+                       "n_cells": len(rows)}
+    if "fig3_projection" in record["results"]:
+        out["fig3"] = dict(record["results"]["fig3_projection"])
+    return out
+
+
+def _random_attention_summary(record: dict) -> dict:
+    out = {"run": _record_summary(record)}
+    for row in record["tables"]["methods"]:
+        name = row["method"].replace("numpy reference", "numpy")
+        out.setdefault(name, {})[f"t{row['threads']}"] = {
+            "rate": row["rate"], "speedup": row["speedup"], "normals": row["normals_per_layer"]}
+    out["subspace_over_literal"] = out["subspace"]["t1"]["rate"] / out["literal"]["t1"]["rate"]
+    return out
+
+
+#: The parts of a layer that :func:`_profile_summary` compares: the random numbers, the
+#: exponentials of the attention, the rest of the attention.
+PROFILE_PARTS = ("normals", "exponentials", "rest of the attention")
+
+
+def _profile_summary(record: dict) -> dict:
+    """Per row (``N3_literal``, ``N3_dN``, ``N8_literal``) its times and ``largest_part``
+    (of :data:`PROFILE_PARTS`); ``consistent``: whether every part took no longer than the
+    whole it belongs to (the exponentials within the attention, each part within the whole
+    layer), which a loaded machine can break, as the parts are timed one after another."""
+    out = {"run": _record_summary(record)}
+    rows = record["tables"]["parts"]
+    out["consistent"] = all(r["exp_ns"] <= r["attention_ns"] and
+                            max(r["normals_ns"], r["attention_ns"], r["qr_ns"]) <= r["whole_ns"]
+                            for r in rows)
+    for row in rows:
+        key = f"N{row['n_tokens']}_{'literal' if row['path'] == 'literal' else 'dN'}"
+        parts = {"normals": row["normals_ns"], "exponentials": row["exp_ns"],
+                 "rest of the attention": max(row["attention_ns"] - row["exp_ns"], 0.0)}
+        out[key] = {**{k: row[k] for k in row if k.endswith("_ns") or k.startswith("n_")},
+                    "largest_part": max(parts, key=parts.get)}
+    return out
+
+
+def _reduction_summary(record: dict) -> dict:
+    return {"run": _record_summary(record), **record["results"]["totals"],
+            "n_traj": record["settings"]["n_traj"], "T": record["settings"]["T"],
+            "n_cases": len(record["tables"]["cases"])}
+
+
+def fig3_committed(folder=RESULTS_DIR) -> dict:
+    """The committed paper-scale Figure 3 run, for the comparison with its projection:
+    ``wall_min``, ``n_cells``, ``n_cells_computed``, ``cell_time_h``, ``core_ms_per_traj``
+    (cell time over trajectories) and ``mean_layers`` (layers a trajectory ran before it
+    stopped); NaN where the file lacks one, and an empty dict without the file."""
+    import xarray as xr
+
+    path = Path(folder) / "fig3_paper.nc"
+    if not path.exists():
+        return {}
+    with xr.open_dataset(path) as ds:
+        a = {k: float(ds.attrs.get(k, math.nan)) for k in
+             ("wall_time_s", "cell_time_s", "n_cells", "n_cells_computed")}
+        n_traj = float(ds.n_traj.sum()) if "n_traj" in ds else math.nan
+        layers = float(ds.mean_layers.mean()) if "mean_layers" in ds else math.nan
+    return {"wall_min": a["wall_time_s"] / 60, "n_cells": a["n_cells"],
+            "n_cells_computed": a["n_cells_computed"], "cell_time_h": a["cell_time_s"] / 3600,
+            "core_ms_per_traj": a["cell_time_s"] / n_traj * 1e3, "mean_layers": layers}
+
+
+def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
+    """Every number the cost page quotes: ``results`` (the committed results, see
+    :func:`result_costs`), ``projected`` (CPU-hours, :func:`projected_costs`),
+    ``without`` (the figures with neither a committed result nor a projection, as text),
+    ``fig3`` (:func:`fig3_committed`) and one entry per benchmark record present:
+    ``simulators``, ``random_attention``, ``profile`` and ``reduction``."""
+    from . import figures
+
+    rows = result_costs(results)
+    have = {r["figure"] for r in rows}
+    done = {r["figure"] for r in rows if r["result"].endswith("_paper")}
+    projected = {k: v / 3600 for k, v in projected_costs(done).items()}
+    without = [f for f in figures.REGISTRY if f not in have and f not in projected]
+    out = {"results": _results_summary(rows), "projected": projected,
+           "n_projected": len(projected), "without": ", ".join(without) or "none",
+           "fig3": fig3_committed(results)}
+    records = read_benchmarks(benchmarks)
+    for name, key, fn in (("bench_simulators", "simulators", _simulator_summary),
+                          ("bench_random_attention", "random_attention",
+                           _random_attention_summary),
+                          ("profile_layer", "profile", _profile_summary),
+                          ("check_reduction", "reduction", _reduction_summary)):
+        if name in records:
+            out[key] = fn(records[name])
+    return out

@@ -1,0 +1,267 @@
+"""The cost page: provenance records the machine and the load, the benchmark scripts write
+their numbers with --json, the table builder reads results and records, and the committed
+files it reads are what the page promises."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from stochastic_transformers import costs
+from stochastic_transformers import io as st_io
+from stochastic_transformers.sweep import run_sweep, summed_attrs
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+PROVENANCE = ("package_version", "git_commit", "created", "machine_cpu", "machine_cores")
+SCRIPTS = ("bench_simulators", "bench_random_attention", "profile_layer", "check_reduction")
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check_record(record, name, tables):
+    assert record["benchmark"] == name and record["format"] == costs.BENCHMARK_FORMAT
+    for key in PROVENANCE + ("started", "wall_time_s", "settings", "quick", "niceness"):
+        assert key in record, key
+    assert record["machine_cores"] == os.cpu_count()
+    assert record["wall_time_s"] > 0
+    for key in ("load_average_start", "load_average_end"):
+        assert len(record[key]) == 3 and all(x >= 0 for x in record[key])
+    assert set(tables) <= set(record["tables"])
+    for table in tables:
+        assert record["tables"][table], table
+
+
+# --------------------------------------------------------------------------- provenance
+def test_provenance_records_the_machine_and_the_load():
+    prov = st_io.provenance(load_start=[1.5, 2, 3])
+    assert set(PROVENANCE) <= set(prov)
+    assert prov["machine_cpu"] and prov["machine_cpu"] == st_io.cpu_model()
+    assert prov["machine_cores"] == os.cpu_count()
+    assert prov["load_average_start"] == [1.5, 2.0, 3.0]
+    assert len(prov["load_average_end"]) == 3
+    assert "load_average_start" not in st_io.provenance()
+
+
+def test_cpu_model_and_load_where_the_system_does_not_tell(monkeypatch):
+    def no_file(*args, **kwargs):
+        raise FileNotFoundError("/proc/cpuinfo")
+
+    monkeypatch.setattr(st_io, "open", no_file, raising=False)
+    monkeypatch.setattr(st_io.platform, "processor", lambda: "some cpu")
+    assert st_io.cpu_model() == "some cpu"
+    monkeypatch.setattr(st_io.platform, "processor", lambda: "")
+    assert st_io.cpu_model() == "unknown"
+
+    def no_load():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(st_io.os, "getloadavg", no_load)
+    assert st_io.load_average() is None
+    prov = st_io.provenance()
+    assert "load_average_end" not in prov and "load_average_start" not in prov
+
+
+def _cell(*, n, seed):
+    return {"x": float(n)}
+
+
+def test_a_sweep_records_the_machine_and_its_load(tmp_path):
+    ds = run_sweep(_cell, {"n": [1, 2]}, scheduler="synchronous", progress=False)
+    for key in PROVENANCE + ("load_average_start", "load_average_end"):
+        assert key in ds.attrs, key
+    path = st_io.write_netcdf(ds, tmp_path / "sweep.nc")
+    with xr.open_dataset(path) as back:
+        assert back.attrs["machine_cores"] == os.cpu_count()
+        assert list(back.attrs["load_average_start"]) == ds.attrs["load_average_start"]
+        assert costs.machine_of(back.attrs)["cpu"] == ds.attrs["machine_cpu"]
+
+
+def test_old_files_read_the_machine_as_unknown():
+    machine = costs.machine_of({"git_commit": "abc", "wall_time_s": 1.0})
+    assert machine["cpu"] == machine["cores"] == costs.UNKNOWN
+    assert math.isnan(machine["load_start"]) and math.isnan(machine["load_end"])
+
+
+def test_summed_attrs_add_every_count_and_time():
+    parts = [xr.Dataset(attrs={"n_cells": 25, "n_cells_computed": 25, "n_cells_cached": 0,
+                               "cell_time_s": 2.0, "cell_time_computed_s": 2.0,
+                               "wall_time_s": 1.0}),
+             xr.Dataset(attrs={"n_cells": 15, "n_cells_computed": 5, "n_cells_cached": 10,
+                               "cell_time_s": 3.0, "cell_time_computed_s": 0.5,
+                               "wall_time_s": 0.5})]
+    got = summed_attrs(parts)
+    assert got == {"n_cells": 40, "n_cells_computed": 30, "n_cells_cached": 10,
+                   "cell_time_s": 5.0, "cell_time_computed_s": 2.5, "wall_time_s": 1.5}
+    assert isinstance(got["n_cells"], int)
+    assert "n_cells" not in summed_attrs([parts[0], xr.Dataset()])
+
+
+def test_update_attrs_leaves_the_variables_alone(tmp_path):
+    ds = xr.Dataset({"v": (("a",), np.arange(4.0))}, attrs={"n_cells": 3})
+    path = st_io.write_netcdf(ds, tmp_path / "r.nc")
+    st_io.update_attrs(path, {"n_cells": 4, "cell_time_computed_s": math.nan}, "first")
+    st_io.update_attrs(path, {}, "second")
+    with xr.open_dataset(path) as back:
+        assert back.attrs["n_cells"] == 4 and math.isnan(back.attrs["cell_time_computed_s"])
+        assert back.attrs["attrs_corrected"] == "first | second"
+        np.testing.assert_array_equal(back.v.values, np.arange(4.0))
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+# --------------------------------------------------------------------------- --json writers
+def test_bench_simulators_writes_every_row(tmp_path):
+    path = tmp_path / "sim.json"
+    _script("bench_simulators").main(["--only", "chain", "--workload", "8,2",
+                                      "--json", str(path)])
+    record = json.loads(path.read_text())
+    _check_record(record, "bench_simulators", ["N2_d4", "N2_d10"])
+    assert record["settings"]["n_traj"] == 8 and record["settings"]["n_layers"] == 2
+    rows = record["tables"]["N2_d4"]
+    assert rows[0]["method"] == "numpy reference" and rows[0]["speedup"] == 1.0
+    assert {(r["method"], r["threads"]) for r in rows[1:]} == {
+        (m, t) for m in ("literal", "gaussian_dn", "overlap_chain") for t in (1, os.cpu_count())}
+    assert all(r["rate"] > 0 for r in rows)
+
+
+def test_bench_simulators_figure_workloads_are_recorded():
+    bench = _script("bench_simulators")
+    rows, totals = bench.bench_fig6(n_sample=1, betas=(0.0,))
+    assert [r["n_tokens"] for r in rows] == [3, 4, 5, 8]
+    assert totals["ratio"] == pytest.approx(totals["full_s"] / totals["reduced_s"])
+    assert totals["projected_full_h"] > 0 and totals["projected_reduced_min"] > 0
+
+
+def test_bench_random_attention_writes_every_row(tmp_path):
+    path = tmp_path / "ra.json"
+    _script("bench_random_attention").main(quick=True, json_path=str(path), workload=(4, 2))
+    record = json.loads(path.read_text())
+    _check_record(record, "bench_random_attention", ["methods"])
+    rows = record["tables"]["methods"]
+    assert [(r["method"], r["threads"]) for r in rows] == [
+        ("numpy reference", 1), ("literal", 1), ("literal", 2), ("subspace", 1), ("subspace", 2)]
+    from stochastic_transformers.random_attention import normals_per_layer
+
+    assert rows[3]["normals_per_layer"] == normals_per_layer(8, 16, 4, "subspace")
+
+
+def test_profile_layer_writes_every_row(tmp_path):
+    path = tmp_path / "p.json"
+    _script("profile_layer").main(["--layers", "200", "--json", str(path)])
+    record = json.loads(path.read_text())
+    _check_record(record, "profile_layer", ["parts"])
+    assert [(r["n_tokens"], r["path"]) for r in record["tables"]["parts"]] == [
+        (3, "literal"), (3, "d*N"), (8, "literal")]
+    assert record["settings"]["n_layers"] == 200
+
+
+def test_check_reduction_writes_every_row(tmp_path):
+    path = tmp_path / "c.json"
+    _script("check_reduction").main(["--quick", "--cases", "2", "--workload", "20,2",
+                                     "--json", str(path)])
+    record = json.loads(path.read_text())
+    _check_record(record, "check_reduction", ["cases"])
+    assert record["quick"] is True and len(record["tables"]["cases"]) == 2
+    totals = record["results"]["totals"]
+    assert totals["n_trajectories"] == 40
+    assert totals["n_changed"] == sum(r["changed"] for r in record["tables"]["cases"])
+
+
+# --------------------------------------------------------------------------- table builder
+def _result(path, **attrs):
+    ds = xr.Dataset({"n_traj": (("beta",), np.array([10, 10]))},
+                    coords={"beta": [1.0, 2.0]}, attrs=attrs)
+    ds.to_netcdf(path)
+    return path
+
+
+def test_result_costs_sum_the_parts_and_mark_what_is_unknown(tmp_path):
+    _result(tmp_path / "figa_paper.nc", figure="figa", wall_time_s=100.0, cell_time_s=180.0,
+            refine_cell_time_s=20.0, check_wall_time_s=5.0, created="2026-12-01T10:00:00+00:00",
+            git_commit="0" * 40, n_cells=2, n_cells_cached=1, grid_params='["beta"]',
+            grid_beta=[1.0, 2.0], fixed_n_traj=10, fixed_L=100, machine_cpu="cpu X",
+            machine_cores=2, load_average_start=[1.0, 1, 1], load_average_end=[2.0, 2, 2])
+    _result(tmp_path / "figb_cpu.nc", figure="figb", wall_time_s=50.0,
+            created="2026-11-30T10:00:00+00:00", git_commit="1" * 40,
+            wall_time_note="two runs")
+    rows = costs.result_costs(tmp_path)
+    a, b = rows
+    assert (a["result"], b["result"]) == ("figa_paper", "figb_cpu")
+    assert a["wall_time_s"] == 105.0 and a["cell_time_s"] == 200.0
+    assert a["wall_parts"] == {"main": 100.0, "check": 5.0}
+    assert a["cell_parts"] == {"main": 180.0, "refine": 20.0}
+    assert (a["cpu"], a["cores"], a["load_start"], a["load_end"]) == ("cpu X", 2, 1.0, 2.0)
+    assert a["settings"] == "β = 1, 2; n_traj = 10, L = 100"
+    assert b["cpu"] == costs.UNKNOWN and math.isnan(b["cell_time_s"])
+    assert b["notes"] == {"wall_time_note": "two runs"}
+    table = costs.results_table(rows)
+    assert table.count("\n") == 3 and costs.UNKNOWN in table
+    assert "100 s + 5 s (check) = 105 s" in table and "1 of 2 cells computed, 1 cached" in table
+
+
+def test_summary_reads_results_and_records(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    _result(results / "fig3_paper.nc", figure="fig3", wall_time_s=120.0, cell_time_s=3600.0,
+            created="2026-12-01", git_commit="2" * 40)
+    bench = results / "benchmarks"
+    _script("profile_layer").main(["--layers", "100", "--json", str(bench / "p.json")])
+    stats = costs.summary(results, bench)
+    assert stats["results"]["n"] == 1 and stats["results"]["longest"] == "fig3_paper"
+    assert stats["results"]["longest_wall_min"] == pytest.approx(2.0)
+    assert stats["results"]["cell_total_h"] == pytest.approx(1.0)
+    assert "universality" in stats["projected"] and "fig4" in stats["projected"]
+    assert "fig3" not in stats["projected"]
+    assert set(stats["profile"]) >= {"run", "consistent", "N3_literal", "N3_dN", "N8_literal"}
+    assert stats["profile"]["N8_literal"]["largest_part"] in costs.PROFILE_PARTS
+    assert "simulators" not in stats    # no record, no entry
+
+
+def test_markdown_table_formats():
+    table = costs.markdown_table([("a", "A"), ("b", "B")],
+                                 [{"a": 1234.5, "b": "x|y"}, {"a": math.nan, "b": 2.0}],
+                                 {"b": lambda v: f"<{v}>"})
+    assert table.splitlines() == ["| A | B |", "|---|---|", "| 1,234 | <x|y> |", "| — | <2.0> |"]
+
+
+# --------------------------------------------------------------------------- committed files
+def test_the_committed_benchmark_records_are_complete():
+    records = costs.read_benchmarks()
+    assert set(SCRIPTS) <= set(records)
+    for name in SCRIPTS:
+        record = records[name]
+        for key in PROVENANCE + ("load_average_start", "load_average_end", "settings", "tables",
+                                 "quick"):
+            assert key in record, (name, key)
+    stats = costs.summary()
+    for key in ("simulators", "random_attention", "profile", "reduction"):
+        assert key in stats, key
+    # the simulator table has the four workloads of the page
+    assert {"N2_d4", "N2_d10", "N3_d4", "N8_d4", "fig6"} <= set(records["bench_simulators"]["tables"])
+
+
+def test_every_committed_result_is_in_the_cost_table():
+    rows = costs.result_costs()
+    assert {r["result"] for r in rows} == {p.stem for p in (ROOT / "results").glob("*.nc")}
+    for row in rows:
+        assert math.isfinite(row["wall_time_s"]) and row["created"] != costs.UNKNOWN, row
+    by = {r["result"]: r for r in rows}
+    # the corrected attributes: counts and times cover every part of the figure
+    assert by["clusters_paper"]["n_cells"] == 40
+    with xr.open_dataset(ROOT / "results" / "clusters_paper.nc") as ds:
+        assert int((ds.n_traj > 0).sum()) == 40 and "attrs_corrected" in ds.attrs
+    with xr.open_dataset(ROOT / "results" / "fig4_paper.nc") as ds:
+        assert ds.attrs["n_cells"] == ds.sizes["L"] * ds.sizes["beta"] * ds.sizes["epsilon"]
+        assert "attrs_corrected" in ds.attrs
