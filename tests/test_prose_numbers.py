@@ -36,6 +36,7 @@ _DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.DOTALL)
 _INLINE_MATH = re.compile(r"(?<!\\)\$[^$\n]+?(?<!\\)\$")
 _ROLE = re.compile(r"\{[a-z:-]+\}`[^`]*`")
 _CODE = re.compile(r"`[^`\n]*`")
+_DECIMAL = re.compile(r"(?<![\w.])[+\-\u2212]?\d+\.\d{2,}(?![\w.])")
 _LINK_TARGET = re.compile(r"\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _MEASURED = re.compile(
     r"(?<![\w.])[+\-\u2212]?\d+\.\d{2,}(?![\w.])"                     # 0.651, -0.85
@@ -52,8 +53,10 @@ ALLOWED: dict[str, dict[str, str]] = {}
 
 
 def prose_lines(page: Path):
-    """``(line number, text)`` of the page's prose: Markdown outside code cells and fences,
-    front matter, directive options and HTML comments."""
+    """``(line number, text, math)`` of the page's prose: Markdown outside code cells and
+    fences, front matter, directive options and HTML comments; ``text`` without its math,
+    roles, inline code and link targets, ``math`` the line's math (inline, and display math
+    that starts on it)."""
     lines = page.read_text().splitlines()
     out, fence, front = [], None, lines[:1] == ["---"]
     for n, line in enumerate(lines, 1):
@@ -81,20 +84,32 @@ def prose_lines(page: Path):
         if re.match(r"^\s*:[a-z-]+:", line) or line.strip().startswith("<!--"):
             continue
         out.append((n, line))
-    # Rejoin to drop display math that spans lines, then split again by line.
+    # Rejoin to take out display math that spans lines (kept aside, by line), then split again.
     text = "\n".join(line if line is not None else "" for _, line in out)
-    text = _DISPLAY_MATH.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     numbers = [n for n, _ in out]
+    display = {}
+
+    def aside(match):
+        first = text.count("\n", 0, match.start())
+        display[numbers[first]] = display.get(numbers[first], "") + " " + match.group(0)
+        return "\n" * match.group(0).count("\n")
+
+    text = _DISPLAY_MATH.sub(aside, text)
     for n, line in zip(numbers, text.split("\n")):
-        for pattern in (_ROLE, _CODE, _INLINE_MATH, _LINK_TARGET):
+        for pattern in (_ROLE, _CODE, _LINK_TARGET):
             line = pattern.sub(" ", line)
-        yield n, line
+        math = " ".join(_INLINE_MATH.findall(line)) + display.get(n, "")
+        yield n, _INLINE_MATH.sub(" ", line), math
 
 
 def typed_numbers(page: Path):
-    """``(line, match)`` of every number on the page's prose that looks measured."""
-    for n, line in prose_lines(page):
+    """``(line, match)`` of every number on the page's prose that looks measured: the
+    shapes above in the text, and decimals of two or more digits inside math (a formula's
+    coefficients are integers or symbols; a decimal there is a value)."""
+    for n, line, math in prose_lines(page):
         for match in _MEASURED.finditer(line):
+            yield n, match.group(0).strip()
+        for match in _DECIMAL.finditer(math):
             yield n, match.group(0).strip()
 
 
@@ -124,4 +139,4 @@ def test_the_scanner_sees_what_it_should(tmp_path):
         "$$\nE = 0.577\n$$\n"
         "Settings: d = 4, L = 100, 40,000 trajectories, 5.7% of runs.\n")
     found = [text for _, text in typed_numbers(page)]
-    assert found == ["0.651", "z = +1", "1.8 standard errors", "40 s", "5.7%"]
+    assert found == ["0.651", "z = +1", "1.8 standard errors", "40 s", "0.658", "0.577", "5.7%"]

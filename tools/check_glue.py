@@ -21,7 +21,8 @@ ROLE = re.compile(r"\{glue(?::(text|md|any))?\}`([^`]+)`")
 
 
 def glued(ipynb: Path) -> dict[str, str]:
-    """``{key: text/plain or text/markdown}`` of the values glued in an executed notebook."""
+    """``{key: text}`` of the values glued in an executed notebook (the Markdown of a glued
+    Markdown object, else the plain text)."""
     nb = json.loads(ipynb.read_text())
     out = {}
     for cell in nb["cells"]:
@@ -30,7 +31,8 @@ def glued(ipynb: Path) -> dict[str, str]:
             if book:
                 data = output.get("data", {})
                 prefix = book.get("mime_prefix", "")
-                out[book["name"]] = data.get(prefix + "text/plain", data.get(prefix + "text/markdown", ""))
+                # A Markdown object's plain text is only its repr: read its Markdown.
+                out[book["name"]] = data.get(prefix + "text/markdown", data.get(prefix + "text/plain", ""))
     return out
 
 

@@ -235,6 +235,27 @@ def compute(scale: str = "quick", *, scheduler=None, cache_dir=None, progress: b
         coords=coords, attrs=attrs)
 
 
+def parameter_counts(ds: xr.Dataset) -> dict[str, int]:
+    """Trainable scalars of each arm's network, ``{init: count}``, from the dataset's settings.
+
+    The constant arm has one value matrix tied across the layers, the random arm one per
+    layer: the two networks differ by ``(depth - 1) * width**2`` parameters.
+    """
+    training = _require_vit()
+    from ..vit import count_parameters
+
+    a = ds.attrs
+    counts = {}
+    for init in ds["init"].values.tolist():
+        cfg = training.TrainConfig.from_flat(
+            value_init=init, seed=0, dataset=a["dataset"], depth=int(a["depth"]),
+            width=int(a["width"]), patch_size=int(a["patch_size"]), epochs=int(a["epochs"]),
+            warmup_epochs=int(a["warmup_epochs"]), sigma=float(a["sigma"]),
+            pool=str(a["pool"])).validate()
+        counts[init] = int(count_parameters(training.build_model(cfg)))
+    return counts
+
+
 def _torch_threads() -> int:
     import torch
 
