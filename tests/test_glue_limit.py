@@ -95,9 +95,10 @@ def test_fig4_depth_reading_and_step_verdicts():
 
 def test_fig4_page_keys_exist_on_the_constructed_map():
     stats = fig4.summary(_fig4_map([[0.0, 1.0], [0.0, 0.8]]))
-    stats = {k: v for k, v in stats.items() if k != "wrong_cells"}
-    own = {"fig4.source", "fig4.elapsed_s", "fig4.step_example", "fig4.depth_check_text",
-           "fig4.depth_check_reading", "fig4.small_step_reading", "fig4.large_step_reading"}
+    stats = {k: v for k, v in stats.items() if k not in ("wrong_cells", "undecided_cells")}
+    own = {"fig4.source", "fig4.elapsed_text", "fig4.step_example", "fig4.depth_check_text",
+           "fig4.depth_check_reading", "fig4.small_step_reading", "fig4.large_step_reading",
+           "fig4.reference_reading", "fig4.chapter_reading"}
     assert _keys("fig4_noise_threshold") <= _glued("fig4", stats) | own
 
 
@@ -125,7 +126,8 @@ def test_thm1_summary_fields_on_the_committed_result():
         le = (b * b.L).values[late]
         assert (pair["Le_min"], pair["Le_max"]) == (le.min(), le.max())
     own = {"thm1.source", "thm1.run_wall_s", "thm1.L_used_text", "thm1.L_unresolved_text",
-           "thm1.poles_reading", "thm1.order_text", "thm1.verdict_text", "thm1.cache_note",
+           "thm1.poles_reading", "thm1.fit_text", "thm1.verdict_text", "thm1.pairs_text",
+           "thm1.pure_text", "thm1.small_L_cv_text", "thm1.cache_note",
            "thm1.paper_n_traj", "thm1.paper_cpu_hours", "thm1.block_size",
            "thm1.panel_b_pairs"}
     assert _keys("thm1_weak_convergence") <= _glued("thm1", s) | own
@@ -186,7 +188,8 @@ def test_universality_page_keys_exist_in_a_paper_scale_summary():
            "universality.max_unclustered_law_name", "universality.laws_reading",
            "universality.horizon_text", "universality.conv_rows", "universality.cache_note",
            "universality.cell_times_text", "universality.d_squared",
-           "universality.cost_projection"}
+           "universality.cost_projection", "universality.reference_reading",
+           "universality.shift_reading", "universality.control_reading"}
     assert _keys("universality_value_laws") <= _glued("universality", s) | own
     paper = universality.SCALES["paper"]
     assert paper["convergence_beta"] is not None and paper["convergence_Ls"]

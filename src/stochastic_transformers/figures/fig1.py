@@ -10,10 +10,14 @@ Three tokens on :math:`S^1`: a moving token :math:`X` and two fixed tokens
         + e^{\beta\langle X, X^1\rangle} X^1 + e^{\beta\langle X, X^2\rangle} X^2\bigr),
 
 which points mostly *out of* the circle (the self term :math:`e^\beta X` is radial).
-Token-wise RMS normalisation turns the residual update into motion on the sphere: to
-first order in the step the token moves along the tangent projection
-:math:`P^\perp_X[A] = A - \langle X, A\rangle X`, which is what the limit dynamics see
-(paper section 3.3).  The self term drops out of the projection entirely.
+Token-wise RMS normalisation turns the residual update into motion on the sphere (paper
+section 3.3): with the identity as value matrix, as in the deterministic attention flow
+(Lemma 2) and the hybrid model's limit (Lemma 3), the token moves to first order along
+the tangent projection :math:`P^\perp_X[A] = A - \langle X, A\rangle X`, and the self
+term drops out of it.  In the stochastic Transformer of Theorem 1 the random value matrix
+rotates :math:`A` first, so the first-order move is :math:`P^\perp_X[V A]`: all of
+:math:`A`, self term included, drives the noise, and the drift of the limit is the
+radial Ito term.
 
 On the circle the projected field is a scalar multiple of the unit tangent
 :math:`\tau(\theta) = (-\sin\theta, \cos\theta)` at :math:`X = (\cos\theta, \sin\theta)`:
@@ -186,6 +190,10 @@ def summary(ds) -> dict:
 
     By symmetry that midpoint is a rest point; it attracts iff the half-separation is
     below :func:`pull_peak_angle` (beyond it each token's pull weakens with distance).
+    ``stable_rest_on_arc`` and ``unstable_rest_on_arc`` are the rest points strictly
+    inside that shorter arc, and ``midpoint_only_rest_on_arc`` says whether the midpoint is
+    the only one: then, the flow on the circle being one-dimensional, a stable midpoint
+    draws every token placed between the two fixed tokens (``midpoint_attracts_arc``).
     ``field_points_outward`` says whether the radial component of the unnormalised field
     is positive everywhere on the fine grid (the field points out of the circle).
     """
@@ -197,10 +205,22 @@ def summary(ds) -> dict:
     mid = (t1 + gap / 2) % 360.0 if gap <= 180 else (t2 + (360.0 - gap) / 2) % 360.0
     rest = ds.rest_angle.values
     mid_idx = int(np.argmin(np.abs((rest - mid + 180.0) % 360.0 - 180.0))) if rest.size else -1
+    # rest points strictly inside the shorter arc (its start: the token the arc leaves from)
+    start = t1 if gap <= 180 else t2
+    offset = (rest - start) % 360.0
+    on_arc = (offset > 1e-9) & (offset < 2 * half - 1e-9)
+    stable = ds.rest_stable.values.astype(bool)
+    others = [i for i in np.flatnonzero(on_arc) if i != mid_idx]
+    mid_stable = bool(stable[mid_idx]) if mid_idx >= 0 else None
+    only = bool(mid_idx >= 0 and on_arc[mid_idx] and not others)
     return {
+        "stable_rest_on_arc": [float(v) for v in rest[on_arc & stable]],
+        "unstable_rest_on_arc": [float(v) for v in rest[on_arc & ~stable]],
+        "midpoint_only_rest_on_arc": only,
+        "midpoint_attracts_arc": bool(only and mid_stable),
         "midpoint": mid, "half_separation": half,
         "pull_peak_angle": pull_peak_angle(ds.attrs["beta"]),
-        "midpoint_stable": bool(ds.rest_stable.values[mid_idx]) if mid_idx >= 0 else None,
+        "midpoint_stable": mid_stable,
         "beta": float(ds.attrs["beta"]),
         "token_angles": [float(v) for v in ds.attrs["token_angles_deg"]],
         "min_radial": float(ds.radial_fine.min()),
