@@ -69,6 +69,9 @@ DEPTH_MIN_COUNT = 50
 #: "Early" time of the persistence curves: the page quotes the fraction still antipodal at
 #: the first recorded time at or after it.
 EARLY_TIME = 1.0
+#: "Most" of a cell's trajectories have left the antipodal state at a time when more than
+#: this share of them is no longer antipodal then.
+MOST_SHARE = 0.5
 
 # The chapter's statements about the reduced diffusion (section "Two clusters, exactly" of
 # "Many tokens"), evaluated by :func:`theory_numbers` (no simulation).
@@ -244,10 +247,14 @@ def summary(ds) -> dict:
     ``unbalanced_leave``: at T every unbalanced split with unnormalised attention keeps
     at most 1% antipodal (their :math:`\alpha_1 - \alpha_2` is of order
     :math:`\cosh\beta`: they break up at once).  ``balanced_limit[(attention, split,
-    beta)]`` is the two-token probability of ending antipodal from the start (Theorem 2),
-    the value a balanced split's curve tends to.  ``t_early`` is the first recorded time at
+    beta)]`` is the two-token probability of ending antipodal from the start (the exit
+    probability of the proof of Theorem 2, the paper's appendix C.3), the value a balanced
+    split's curve tends to.  ``t_early`` is the first recorded time at
     or after :data:`EARLY_TIME` and each cell's ``p_early`` the fraction still antipodal
-    then.  ``depth_ratio_min``, ``depth_ratio_max`` and ``depth_n_cells`` summarise
+    then, ``left_early`` and ``left_final`` the fractions no longer antipodal at
+    ``t_early`` and at T (one minus ``p_early`` and ``p_final``), and ``most_left_early``
+    whether ``left_early`` exceeds :data:`MOST_SHARE`.  ``depth_ratio_min``,
+    ``depth_ratio_max`` and ``depth_n_cells`` summarise
     ``depth_ratios`` (NaN and 0 when no cell qualifies); ``hover_largest_softmax`` has the
     range of :math:`(\alpha_1-\alpha_2)^2` over the unbalanced splits at the largest
     softmax beta.  ``L``, ``d``, ``tol``, ``one_plus_z0`` and ``n_splits`` are the run's
@@ -278,6 +285,10 @@ def summary(ds) -> dict:
                 count_T = int(sub.n_antipodal.values[-1])
                 row = {"p_final": float(sub.p_antipodal.values[-1]),
                        "p_early": float(sub.p_antipodal.values[i_early]),
+                       "left_early": 1.0 - float(sub.p_antipodal.values[i_early]),
+                       "left_final": 1.0 - float(sub.p_antipodal.values[-1]),
+                       "most_left_early": bool(1.0 - float(sub.p_antipodal.values[i_early])
+                                               > MOST_SHARE),
                        "predicted_final": float(sub.p_predicted.values[-1]),
                        "max_abs_z": float(z.max()) if z.size else float("nan"),
                        "n_antipodal_final": count_T,

@@ -5,29 +5,36 @@ the stochastic model (paper eq. 4) with i.i.d. Gaussian value matrices shared by
 tokens.  At the horizon T a trajectory *has an antipodal pair* when some pair of tokens
 has :math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`; the figure is the fraction of
 trajectories that do, against :math:`\beta \in [0, 8]`, one curve per N.  Theorem 2
-covers only N = 2; for :math:`N \ge 3` the paper reports simulations (section 5) and
-conjectures that the antipodal configurations are stable.
+covers only N = 2; for :math:`N \ge 3` the paper reports simulations (section 6,
+paragraph "Multiple Tokens Case") and conjectures that the antipodal configurations are
+stable.
 
 We also record the fraction of trajectories that are *clustered* at T (every pair
 together or antipodal; a clustered configuration then has one or two clusters) and the
 mean number of clusters (connected components of the "together" graph), and draw the
-exact two-token limit curve of Theorem 2 (:func:`stochastic_transformers.theory.antipodal_probability`)
-as a reference.
+two-token limit probability of ending antipodal from a uniform start as a reference: the
+exit probability :math:`(S(1) - S(z_0))/(S(1) - S(-1))` of the proof of Theorem 2 (the
+paper's appendix C.3), averaged over :math:`z_0`
+(:func:`stochastic_transformers.theory.antipodal_probability`).
 
 Attention is softmax by default (the paper leaves it open): the softmax output is a
 convex combination of unit vectors, so :math:`|A_i| \le 1` and the root-mean-square
 step of a layer, :math:`\sigma|A_i|\sqrt{d/L}`, is at most :math:`\sigma\sqrt{d/L}`
 whatever :math:`\beta`; unnormalised attention grows like :math:`e^{\beta}`, and at
 :math:`\beta = 8`, L = 100 a single layer would move tokens by tens to hundreds of radii,
-far from the diffusion regime.  For N = 2 the two choices
-share the limit law; for :math:`N \ge 3` they do not, so the choice is a parameter.
+far from the diffusion regime.  For N = 2 the two choices give the same law of the
+final outcome (the softmax overlap is a random time change of the unnormalised one: its
+drift and squared diffusion are the unnormalised ones times
+:math:`4/(e^\beta + e^{\beta Z})^2`, so both share the scale function, but the fractions at
+a finite T differ); for :math:`N \ge 3` they do not, so the choice is a parameter.
 
 The simulation takes the reduced path (:func:`stochastic_transformers.simulate`,
 ``method="reduced"``): the N-token map until the tokens occupy at most two points, then
 nothing (one point) or the weighted two-cluster chain, which is exact for two-point
 configurations.  Each cell also counts the splits the tokens merged into, and for
 balanced splits (:math:`m_1 = m_2`, which behave exactly as two tokens) the limit
-probability of ending antipodal from the overlap at the merge.
+probability of ending antipodal from the overlap at the merge (the exit probability of the
+proof of Theorem 2).
 """
 
 from __future__ import annotations
@@ -71,8 +78,9 @@ def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
     trajectories whose tokens merged into one point, into a balanced two-point split
     (m1 = m2) or an unbalanced one, how many of each end with an antipodal pair, and, for
     the balanced ones, the sum over trajectories of the limit probability of ending
-    antipodal from the overlap at the merge (Theorem 2's exit probability, exact for a
-    balanced split): its expected count of antipodal pairs as T goes to infinity.
+    antipodal from the overlap at the merge (the exit probability of the proof of Theorem 2,
+    the paper's appendix C.3, exact for a balanced split): its expected count of antipodal
+    pairs as T goes to infinity.
     """
     cpu0 = time.process_time()
     ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
@@ -112,7 +120,8 @@ def _finish(ds, scale):
         ds = add_outcome_fractions(ds, ("antipodal_balanced", "antipodal_unbalanced"))
         ds["p_antipodal_balanced_predicted"] = ds.predicted_antipodal_balanced / ds.n_traj
         ds.p_antipodal_balanced_predicted.attrs["long_name"] = (
-            "limit prediction for balanced splits (Theorem 2 from the overlap at the merge)")
+            "limit prediction for balanced splits (exit probability of the proof of "
+            "Theorem 2, from the overlap at the merge)")
         ds["balanced_z"] = count_z(ds.n_antipodal_balanced, ds.predicted_antipodal_balanced,
                                    ds.predicted_var_balanced).where(ds.n_balanced > 0)
         ds.balanced_z.attrs["long_name"] = "balanced splits: (observed - predicted) / SE (stats.count_z)"
@@ -124,7 +133,8 @@ def _finish(ds, scale):
     ds = ds.assign_coords(beta_fine=beta_fine)
     ds["p_two_token_theory"] = (("beta_fine",), np.asarray(
         theory.antipodal_probability(np.minimum(beta_fine, theory.SCALE_FUNCTION_BETA_MAX), d), dtype=float),
-        {"long_name": "exact two-token limit P(antipodal) (Theorem 2), same d"})
+        {"long_name": "two-token limit P(antipodal) from a uniform start (exit probability "
+                      "of the proof of Theorem 2), same d"})
     ds.attrs.update(scale=scale, figure=ID, beta_c=float(theory.critical_beta(d)),
                     attention_note="softmax keeps |A| <= 1, so steps stay small at large beta")
     return ds
@@ -196,6 +206,12 @@ def cost_report(ds, scale="paper") -> dict:
 #: (|z| = |observed - predicted| / SE over the 17 betas of each even N: with correct
 #: predictions the chance that one of 34 normal scores exceeds 3.5 is about 1.6%).
 BALANCED_Z_MAX = 3.5
+#: The balanced-split prediction is *sharp* (almost certain for each trajectory) when the
+#: mean of p(1 - p) over the balanced splits of every even N and beta is at most this, p
+#: being a trajectory's limit probability of ending antipodal from its overlap at the
+#: merge.  The comparison with :data:`BALANCED_Z_MAX` then checks the balanced chain after
+#: the merge, where the outcome is nearly decided, not which split the N tokens reach.
+BALANCED_SHARP_PQ = 0.01
 
 
 def summary(ds) -> dict:
@@ -207,6 +223,12 @@ def summary(ds) -> dict:
     balanced splits over beta (even N), and ``balanced_agree`` says whether it is at most
     :data:`BALANCED_Z_MAX`.  ``odd_all_unbalanced`` checks that no odd N has a balanced
     split (there is none: the reduction's explanation of the parity effect).
+    What that comparison can see: ``balanced_mean_pq_max`` is the largest, over even N and
+    beta, of the mean of p(1 - p) over the balanced splits (p a trajectory's predicted
+    probability from its overlap at the merge), ``balanced_se_max`` the largest standard
+    error of a predicted count (in trajectories), and ``balanced_prediction_sharp`` says
+    whether ``balanced_mean_pq_max`` is at most :data:`BALANCED_SHARP_PQ` (None without an
+    even N); ``per_n[N]`` has the same two numbers for each even N.
 
     Also: the run's settings (``L``, ``T``, ``d``, ``attention``, ``beta_last``, the
     largest beta), ``band_half_width`` (half the width of the Wilson 95% band of a
@@ -259,6 +281,7 @@ def summary(ds) -> dict:
                 predicted_balanced_last=float(last.p_antipodal_balanced_predicted),
                 balanced_max_abs_z=(float(np.nanmax(np.abs(z))) if np.any(np.isfinite(z))
                                     else float("nan")),
+                **_balanced_sharpness(sub),
                 mean_merge_time=float(sub.sum_merge_time.sum()
                                       / max(1, int((sub.n_balanced + sub.n_unbalanced
                                                     + sub.n_merged_one).sum()))),
@@ -284,14 +307,38 @@ def summary(ds) -> dict:
     out["two_token_theory_last"] = theory_last
     out["min_clustered"] = float(ds.p_clustered.min())
     if split_counts:
-        even = [n for n in per_n if n % 2 == 0]
-        zs = [per_n[n]["balanced_max_abs_z"] for n in even
-              if np.isfinite(per_n[n]["balanced_max_abs_z"])]
-        out["balanced_max_abs_z"] = max(zs) if zs else float("nan")
-        out["balanced_agree"] = (max(zs) <= BALANCED_Z_MAX) if zs else None
-        out["odd_all_unbalanced"] = all(int(ds.sel(n_tokens=n).n_balanced.sum()) == 0
-                                        for n in per_n if n % 2 == 1)
+        out.update(_split_verdicts(ds, per_n))
     return out
+
+
+def _split_verdicts(ds, per_n) -> dict:
+    """The verdicts of :func:`summary` on the split decomposition (see its docstring)."""
+    even = [n for n in per_n if n % 2 == 0]
+
+    def finite(key):
+        return [per_n[n][key] for n in even if np.isfinite(per_n[n][key])]
+
+    zs, pqs = finite("balanced_max_abs_z"), finite("balanced_mean_pq_max")
+    ses = finite("balanced_se_max")
+    return {"balanced_max_abs_z": max(zs) if zs else float("nan"),
+            "balanced_agree": (max(zs) <= BALANCED_Z_MAX) if zs else None,
+            "balanced_mean_pq_max": max(pqs) if pqs else float("nan"),
+            "balanced_se_max": max(ses) if ses else float("nan"),
+            "balanced_prediction_sharp": (max(pqs) <= BALANCED_SHARP_PQ) if pqs else None,
+            "odd_all_unbalanced": all(int(ds.sel(n_tokens=n).n_balanced.sum()) == 0
+                                      for n in per_n if n % 2 == 1)}
+
+
+def _balanced_sharpness(sub) -> dict:
+    """For one N over beta: the largest mean of p(1 - p) over its balanced splits and the
+    largest standard error of a predicted balanced count (NaN where it has none)."""
+    n_bal = sub.n_balanced.values
+    var = sub.predicted_var_balanced.values
+    has = n_bal > 0
+    if not has.any():
+        return {"balanced_mean_pq_max": float("nan"), "balanced_se_max": float("nan")}
+    return {"balanced_mean_pq_max": float(np.max(var[has] / n_bal[has])),
+            "balanced_se_max": float(np.sqrt(np.max(var[has])))}
 
 
 def plot(ds):
@@ -333,7 +380,7 @@ def plot(ds):
                 axs.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=7, mew=1.4,
                          color="0.15", zorder=5)
     ax.plot(ds.beta_fine, ds.p_two_token_theory, color="0.35", ls=":", lw=1.5,
-            label="N = 2, exact limit (Thm 2)")
+            label="N = 2, limit exit probability (proof of Thm 2)")
     for a in (ax,) + ((axs,) if axs is not None else ()):
         a.axvline(ds.attrs["beta_c"], color="0.5", ls="--", lw=1,
                   label=rf"$\beta_c(d)$ = {ds.attrs['beta_c']:.2f}" if a is ax else None)
@@ -348,7 +395,7 @@ def plot(ds):
         handles = [Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4,
                           label="from a balanced split (even N)"),
                    Line2D([], [], color="0.15", marker="x", ls="none", ms=7, mew=1.4,
-                          label="balanced: limit prediction from the merge (Thm 2)"),
+                          label="balanced: limit prediction from the merge"),
                    Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
                           label="from an unbalanced split")]
         axs.legend(handles=handles, fontsize=8.5, loc="upper left")

@@ -5,9 +5,9 @@ Gaussian value matrices shared by all tokens, :math:`LT` layers), at a few large
 :math:`\beta`.  Every trajectory's Gram matrix is recorded on a logarithmic grid of
 times in one run (``simulate(..., times=...)``), and at each recorded time we count the
 trajectories with at least one antipodal pair
-(:math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`).  The paper (section 5) reports
-that at large :math:`\beta` clustering happens well before T = 500 and that the
-fraction with antipodal structure then stays put.
+(:math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`).  The paper (section 6, paragraph
+"Multiple Tokens Case") reports that at large :math:`\beta` clustering happens well before
+T = 500 and that the fraction with antipodal structure then stays put.
 
 A constant *fraction* could hide trajectories that trade places (some lose their
 antipodal pair while others gain one), so each cell also follows every trajectory:
@@ -336,6 +336,53 @@ def split_drop(ds, beta, t_ref=None) -> dict:
         out[int(m)] = {"ref": ref, "final": fin, "drop": drop, "se": se,
                        "t_ref": float(times[i_ref]), "L": int(ds.attrs["fixed_L"])}
     return out
+
+
+#: The simulation code version (``SIMULATION_CODE_VERSION``, the part of a result's
+#: ``code_version`` before "+") from which N >= 3 tokens take the reduced path; results of
+#: earlier versions ran the full N-token map to T.
+REDUCED_PATH_FROM = 2
+
+
+def _simulation_version(code_version):
+    """The simulation part of a ``code_version`` ("2+fig7.2" -> 2), or None if unreadable."""
+    try:
+        return int(str(code_version).split("+", 1)[0])
+    except ValueError:
+        return None
+
+
+def check_matches(ds, ds_check, beta) -> dict:
+    """Whether ``ds_check`` is the discretisation check of ``ds`` at ``beta``, and with what code.
+
+    The check reruns ``beta`` with four times the layers per unit time and half the
+    trajectories, every other setting (N, d, T, attention, tolerance, the number of recorded
+    times, and the reference time T/10 to within a layer of ``ds``) equal.
+    ``usable`` says that it does (then a notebook may reuse a stored check instead of
+    recomputing it); ``same_code`` that both runs carry the same ``code_version``;
+    ``code_version`` and ``code_version_check`` are those versions, and ``reduced`` and
+    ``reduced_check`` whether each run took the reduced path (simulation version at least
+    :data:`REDUCED_PATH_FROM`; None if unreadable).
+    """
+    a, c = ds.attrs, ds_check.attrs
+    same = all(str(a.get(f"fixed_{k}")) == str(c.get(f"fixed_{k}"))
+               for k in ("n_tokens", "T", "d", "attention", "tol"))
+    # the recorded times are snapped to each run's layers, so they differ by up to a coarse
+    # layer; the check compares the two runs at their first recorded time from T/10 on
+    t_ref = [float(x.time.values[min(int(np.searchsorted(x.time.values, x.time.values[-1] / 10)),
+                                     x.sizes["time"] - 1)]) for x in (ds, ds_check)]
+    times = (ds.sizes.get("time") == ds_check.sizes.get("time")
+             and abs(t_ref[0] - t_ref[1]) <= 1.0 / int(a["fixed_L"]) + 1e-12)
+    usable = bool(ds_check.beta.size == 1 and float(ds_check.beta.values[0]) == float(beta)
+                  and int(c["fixed_L"]) == 4 * int(a["fixed_L"])
+                  and int(ds_check.n_traj.values.max()) == max(1, int(ds.n_traj.values.max()) // 2)
+                  and same and times)
+    v, vc = str(a.get("code_version", "")), str(c.get("code_version", ""))
+    sv, svc = _simulation_version(v), _simulation_version(vc)
+    return {"usable": usable, "same_code": v == vc, "code_version": v,
+            "code_version_check": vc,
+            "reduced": None if sv is None else sv >= REDUCED_PATH_FROM,
+            "reduced_check": None if svc is None else svc >= REDUCED_PATH_FROM}
 
 
 def depth_check_verdicts(coarse, fine) -> dict:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import simulate
+from .. import simulate, two_clusters
 from .._validation import check_int
 from ..classification import has_antipodal_pair, is_clustered, n_clusters
 from ..config import configs_from_flat
@@ -290,8 +290,12 @@ def summary(ds) -> dict:
     with the paper's claims at the smallest and the largest beta (thresholds above).
 
     ``small`` and ``large`` repeat the rows of ``by`` at the smallest and the largest
-    beta, keyed by model; ``hover_order`` is :math:`e^{-4\beta}` at the largest beta, the
-    order of the hovering depth of unbalanced softmax splits (two-cluster reduction).
+    beta, keyed by model.  ``hover_scale``: the scale of the hovering depth of the
+    unbalanced two-point splits m vs N - m (1 <= m < N/2) at the largest beta in the run's
+    attention, :math:`(\alpha_1-\alpha_2)^2` (:func:`two_clusters.hovering_scale`; with
+    softmax about :math:`4e^{-4\beta}(m/(N-m) - (N-m)/m)^2`): ``min`` and ``max`` over the
+    splits, ``m_min`` and ``m_max`` the smaller group of the splits that give them, and
+    ``beta``.  NaN (and m = 0) when N < 3.
     """
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
            "n_tokens": int(knob_attr(ds, "n_tokens")), "d": int(ds.attrs["fixed_d"]),
@@ -320,8 +324,21 @@ def summary(ds) -> dict:
     models = [str(m) for m in ds.model.values]
     out["small"] = {m: out["by"][(m, min(betas))] for m in models}
     out["large"] = {m: out["by"][(m, max(betas))] for m in models}
-    out["hover_order"] = float(np.exp(-4.0 * max(betas)))
+    out["hover_scale"] = _hover_scale(max(betas), out["n_tokens"],
+                                      str(ds.attrs.get("fixed_attention", "softmax")))
     return out
+
+
+def _hover_scale(beta, n_tokens, attention) -> dict:
+    """Range of (alpha1 - alpha2)^2 over the unbalanced splits m vs N - m at ``beta``."""
+    scales = {m: two_clusters.hovering_scale(beta, m, n_tokens - m, attention=attention)
+              for m in range(1, (n_tokens + 1) // 2) if 2 * m != n_tokens}
+    if not scales:
+        return {"beta": float(beta), "min": float("nan"), "max": float("nan"),
+                "m_min": 0, "m_max": 0}
+    m_lo, m_hi = min(scales, key=scales.get), max(scales, key=scales.get)
+    return {"beta": float(beta), "min": scales[m_lo], "max": scales[m_hi],
+            "m_min": int(m_lo), "m_max": int(m_hi)}
 
 
 #: Seconds of simulation per token-trajectory-layer (the unit of :func:`work`, both
