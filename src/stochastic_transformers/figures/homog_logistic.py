@@ -139,6 +139,13 @@ def summary(ds) -> dict:
     ``floor_rise[b]``: what that floor adds to d times the gap over the run's range of d;
     ``floor_explains_most[b]`` (each b > the smallest with a floor): that is more than half
     the ``extra_rise`` of b.
+    ``step``: the depth refinement's share of the rise at its b.  ``gap``: what the step adds to
+    the largest gap at the refined d (the gap minus its extrapolation to infinite depth); the
+    step on the clock t is t_max/n_layers at every d, so, taking that part to be the same at
+    every d (our reading, checked at one d only), ``rise`` = gap (d_max - d_min) is what it adds
+    to d times the gap over the run's range, ``share`` that over the ``measured_rise`` of the
+    refined b, ``explains_most`` share > 1/2, and ``corrected_first``/``corrected_last``
+    d times the gap with it removed at the smallest d and at the refined d.
     """
     out = {"d": [int(v) for v in ds.d.values], "b": [float(v) for v in ds.b.values],
            "n_traj": int(ds.n_traj.max()), "n_tokens": int(ds.attrs["fixed_n_tokens"]),
@@ -190,7 +197,16 @@ def summary(ds) -> dict:
     out["floor_explains_most"] = {b: bool(out["floor_rise"][b] > 0.5 * extra > 0)
                                   for b, extra in out["extra_rise"].items() if b in out["floor"]}
     out["m0"] = float(ds.m_mean.isel(t=0).mean())
-    out["refine"] = refinement_summary(ds)
+    out["refine"] = ref = refinement_summary(ds)
+    step_gap = ref["max_abs_gap"][0] - ref["extrapolated_gap"]
+    b_ref = min(out["b"], key=lambda v: abs(v - ref["b"]))
+    step_rise = step_gap * (out["d_max"] - out["d_min"])
+    measured = out["rise"][b_ref]
+    out["step"] = {"b": b_ref, "gap": step_gap, "rise": step_rise, "measured_rise": measured,
+                   "share": step_rise / measured if measured > 0 else float("nan"),
+                   "explains_most": bool(measured > 0 and step_rise > 0.5 * measured),
+                   "corrected_first": out["d_min"] * (out["max_abs_gap"][b_ref][0] - step_gap),
+                   "corrected_last": ref["d"] * ref["extrapolated_gap"]}
     return out
 
 

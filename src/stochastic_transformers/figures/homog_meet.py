@@ -172,7 +172,9 @@ def summary(ds) -> dict:
     standard errors below the peak).  ``fixed_max_abs_z``: the largest |z| of the fixed
     A = I.  The refinement: its depths, |z| at each (first and last also by name), and the
     main grid's |z| of both models at the refinement's (d, beta) (``random_z_at_refine``,
-    ``fixed_z_at_refine``).  ``beta_c[d]``: the main paper's threshold.  ``criterion``: the
+    ``fixed_z_at_refine``), and the refinement's own |z| at the main grid's depth
+    (``refine_abs_z_at_main_L``, an independent replicate; ``refine_has_main_L``).
+    ``beta_c[d]``: the main paper's threshold.  ``criterion``: the
     random-key limit drift at R = -1 over :data:`CRITERION_BETAS` for each d of the run
     (its range and whether it is negative at every beta, ``attracts_everywhere``, or at
     none, ``attracts_nowhere``).
@@ -213,6 +215,10 @@ def summary(ds) -> dict:
     at = dict(d=d_ref, beta=beta_ref)
     out["random_z_at_refine"] = float(abs(z.sel(model="random_attention", **at)))
     out["fixed_z_at_refine"] = float(abs(z.sel(model="stochastic", **at)))
+    # the refinement's cell at the main grid's depth: an independent replicate of that cell
+    same = [i for i, v in enumerate(out["refine_Ls"]) if v == out["L"]]
+    out["refine_has_main_L"] = bool(same)
+    out["refine_abs_z_at_main_L"] = float(abs(zr[same[0]])) if same else float("nan")
     # the deviation is discretisation if it shrinks with depth and the deepest run agrees
     out["discretisation_explains"] = bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))
     # The headline: in d = 4 random keys remove antipodal pairs the fixed A = I keeps.
