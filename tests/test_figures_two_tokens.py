@@ -99,11 +99,12 @@ def test_fig4_variables_and_threshold_summary():
     s = fig4.summary(ds)
     assert 0 <= s["share_agree"] <= 1 and s["n_away"] <= s["n_cells"]
     for L, sub in s["by_L"].items():
-        # every cell away from the band is counted once, as agreeing or not
-        assert sub["n_agree"] + sub["n_wrong"] == sub["n_away"]
+        # every cell away from the band is counted once: agreeing, disagreeing or undecided
+        assert sub["n_agree"] + sub["n_wrong"] + sub["n_undecided"] == sub["n_away"]
         assert sub["n_small_step"] + sub["n_large_step"] == sub["n_away"]
         assert len(sub["wrong_cells"]) == sub["n_wrong"]
-    assert s["fixed_by_depth"] + s["still_wrong"] == s["by_L"][s["Ls"][0]]["n_wrong"]
+    assert (s["fixed_by_depth"] + s["undecided_by_depth"] + s["still_wrong"]
+            == s["by_L"][s["Ls"][0]]["n_wrong"])
 
 
 def test_fig4_summary_counts_a_constructed_map():

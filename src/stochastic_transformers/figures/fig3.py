@@ -10,7 +10,10 @@ deviation of every simulated point from it in standard errors.
 
 Attention is softmax by default (the paper does not say; SA and USA share the scale
 function, hence the same limit curve, and with SA the steps of L = 100 stay small at
-every beta).  Each cell uses the exact overlap chain with early stopping.
+every beta).  Each cell uses the exact overlap chain with early stopping: a trajectory
+stops, with its current outcome, once the chance that the *limit* diffusion ever returns to
+the classification threshold falls below ``stop_level``.  So the figure makes three
+approximations: a finite horizon T, a finite depth scale L, and that stopping rule.
 """
 
 from __future__ import annotations
@@ -106,8 +109,9 @@ cost = cost_function(__name__)
 NEAR = 0.15
 
 
-#: Mean deviation (in standard errors) away from beta_c beyond which the run resolves the
-#: discrete model's own bias at this L (``far_bias_resolved``).
+#: Mean deviation (in standard errors) away from beta_c beyond which the run resolves a
+#: systematic deviation of the discrete model from its limit (``far_bias_resolved``; its
+#: dependence on L is not measured).
 FAR_BIAS_RESOLVED = 0.5
 
 
@@ -124,7 +128,7 @@ def summary(ds) -> dict:
     zi = z.values[informative]
     # Within NEAR of beta_c the pole -1 is only weakly attracting or repelling, so
     # whether a pair counts as antipodal at T = 500 is a finite-horizon question; the
-    # other points measure the discretisation bias of L.
+    # other points measure what remains (the discrete model at this L, or the stopping rule).
     near = (np.abs(ds.beta - ds.beta_c) < NEAR).transpose(*z.dims).values
     far = informative & ~near
     zf = z.values[far]
@@ -154,7 +158,7 @@ def summary(ds) -> dict:
         "near_window": NEAR,
         "beta_c": {int(k): float(v) for k, v in zip(ds.d.values, np.atleast_1d(ds.beta_c.values))},
         # Away from beta_c a mean deviation beyond half a standard error (averaged over
-        # n_far points, each with unit spread) resolves the discrete model's 1/L bias.
+        # n_far points, each with unit spread) resolves a systematic deviation.
         "far_bias_resolved": bool(zf.size and abs(float(zf.mean())) > FAR_BIAS_RESOLVED),
     }
 

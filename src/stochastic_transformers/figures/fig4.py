@@ -11,20 +11,30 @@ almost surely when :math:`\varepsilon > \varepsilon_c(\beta)`, whatever d.
 The figure is the paper's phase diagram (colour = dominant outcome, intensity = its
 fraction, dashed :math:`\varepsilon_c`) at the paper's depth scale L = 100 and, on the
 same grid, at a deeper L (1000, with ``deep_n_traj`` trajectories a cell, since each costs
-ten times the layers): Proposition 1 is a statement about L -> infinity, and
-at fixed L it holds only where the random part of a step,
-:math:`\varepsilon e^\beta/\sqrt L`, is small.  Two panels the paper does not have:
-the antipodal fraction against :math:`\varepsilon/\varepsilon_c(\beta)` at both
-depths, where the limit predicts a step at 1 for every beta, and a depth check at one
-point of the plane with L up to 10,000.
+ten times the layers).  Proposition 1 is a statement about L -> infinity *and* t ->
+infinity: at fixed L the discrete model can follow it only where the random part of a
+step, :math:`\varepsilon e^\beta/(2\sqrt L)`, is small, and at a finite horizon T the
+limit itself may not have clustered yet.  Two panels the paper does not have: the
+antipodal fraction against :math:`\varepsilon/\varepsilon_c(\beta)` at both depths,
+where the limit predicts a step at 1 for every beta, and a depth check at one point of
+the plane with L up to 10,000.
+
+Two references at the horizon T (ours; in :func:`summary`): the limit's own outcome at T
+at a few *reference cells* just above the curve (:func:`limit_outcome`, Euler-Maruyama
+for Proposition 1's overlap SDE), and the rate at which the overlap approaches -1, in
+the limit and in the discrete chain at each L (:func:`antipodal_rate`).
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 import xarray as xr
+from scipy import special, stats
 
-from .. import simulate, theory
+from .. import sde, simulate, theory
 from .._validation import check_real
 from ..classification import outcome_counts
 from ..config import ModelConfig, RunConfig
@@ -83,14 +93,36 @@ KNOB_SCHEMA = {
 BAND = 0.2
 
 #: A step's random part eps |A| / sqrt(L) counts as small below this (|A| = e^beta / 2,
-#: the unnormalised attention output of a token of an antipodal pair, the largest it gets).
+#: about the norm of the unnormalised attention output of a token of an antipodal pair;
+#: at a single cluster it is e^beta).  A loose gauge: :func:`antipodal_rate` measures
+#: what the step does to the approach to -1.
 SMALL_STEP = 0.5
+
+#: A cell whose unclustered fraction at T exceeds this is *undecided*: it counts neither
+#: as agreeing with Proposition 1 nor as disagreeing (its dominant clustered outcome would
+#: rest on a minority of the trajectories).
+UNDECIDED = 0.5
+
+#: The chain's approach rate to -1 (:func:`antipodal_rate`) counts as the limit's when
+#: their ratio is within this of 1 (``n_rate_off_small_step_above`` in :func:`summary_at`).
+RATE_AGREE = 0.25
+
+#: Reference cells (:func:`reference_cells`): for every beta of the grid from
+#: REFERENCE_BETA_MIN on, in steps of REFERENCE_BETA_STEP, the smallest eps above the band
+#: around the curve.  There the limit's approach to -1 is slowest.
+REFERENCE_BETA_MIN, REFERENCE_BETA_STEP = 2.5, 0.5
+
+#: Euler-Maruyama of the limit at the reference cells (:func:`limit_outcome`): paths,
+#: largest time step and seed.  With 4,000 paths a fraction has a standard error of at
+#: most 0.008.
+LIMIT_PATHS, LIMIT_DT, LIMIT_SEED = 4000, 0.005, 0
 
 #: beta ranges over which the summary averages the antipodal fraction above the curve.
 LOW_BETA, HIGH_BETA = 1.5, 3.0
 
 #: The depth check reaches the limit (antipodal almost surely above the curve) when the
-#: antipodal fraction at its largest L exceeds this.
+#: antipodal fraction at its largest L exceeds this; the limit itself has reached its
+#: outcome at the check point by check_T when its antipodal fraction there does.
 LIMIT_REACHED = 0.9
 
 #: Proposition 1 holds at a depth scale where steps are small when at least this share of
@@ -107,6 +139,94 @@ def step_size(beta, epsilon, L):
     Broadcasts over its arguments.
     """
     return np.asarray(epsilon) * np.exp(np.asarray(beta)) / (2.0 * np.sqrt(np.asarray(L)))
+
+
+@functools.lru_cache(maxsize=64)
+def limit_outcome(beta, epsilon, T, d=3, tol=1e-3, n_paths=LIMIT_PATHS, dt=LIMIT_DT,
+                  seed=LIMIT_SEED) -> dict:
+    r"""Outcome fractions at time T of the *limit* of the hybrid model (Proposition 1's SDE).
+
+    Euler-Maruyama for the overlap in :math:`x = \operatorname{atanh} z`
+    (:func:`stochastic_transformers.sde.simulate_overlap_sde`, unnormalised attention),
+    from the overlap of two independent uniform tokens of :math:`S^{d-1}`, classified at T
+    with the figure's tolerance: ``{"single", "antipodal", "unclustered"}``.  Near -1 the
+    SDE in x has constant coefficients (a Brownian motion with drift
+    :math:`e^{-\beta} - \varepsilon^2/2`), where Euler's scheme is exact.  A few
+    seconds of one core at the defaults.
+    """
+    z = sde.simulate_overlap_sde(float(beta), int(d), z0=None, n_paths=int(n_paths), T=float(T),
+                                 dt=float(dt), attention="unnormalized", model="hybrid",
+                                 epsilon=float(epsilon), seed=int(seed))[-1]
+    single = float(np.mean(1.0 - z <= tol))
+    antipodal = float(np.mean(1.0 + z <= tol))
+    return {"single": single, "antipodal": antipodal, "unclustered": 1.0 - single - antipodal}
+
+
+def _mean_log_abs_normal(r):
+    r""":math:`E\log|\xi - r|` for a standard normal :math:`\xi`, in closed form.
+
+    :math:`(\xi - r)^2` is noncentral chi-square with one degree of freedom, a Poisson
+    (mean :math:`r^2/2`) mixture of central ones with :math:`1 + 2K` degrees of freedom,
+    and :math:`E\log\chi^2_\nu = \log 2 + \psi(\nu/2)`; so the value is
+    :math:`\tfrac12(\log 2 + E\,\psi(\tfrac12 + K))`, summed over the Poisson weights
+    (normalised over the range summed, 40 standard deviations on each side).
+    """
+    lam = 0.5 * r * r
+    spread = 40.0 * math.sqrt(lam) + 40.0
+    k = np.arange(max(0, int(lam - spread)), int(lam + spread) + 1)
+    w = stats.poisson.pmf(k, lam)
+    return 0.5 * (math.log(2.0) + float(np.sum(w * special.digamma(0.5 + k)) / np.sum(w)))
+
+
+def antipodal_rate(beta, epsilon, L=None) -> float:
+    r"""Drift per unit time of :math:`X = \operatorname{atanh} Z` next to the antipodal pole.
+
+    :math:`X = \log(|x_1 + x_2| / |x_1 - x_2|)`; negative values mean the pair approaches
+    -1.  In the limit (``L=None``), from Proposition 1's SDE by Ito's formula,
+    :math:`e^{-\beta} - \varepsilon^2/2` (our computation: the Ito term of the SDE for
+    Z cancels exactly).  For the discrete hybrid model with depth scale L, a layer
+    multiplies :math:`|x_1 + x_2|` by :math:`|1 + w(a+b)|` and :math:`|x_1 - x_2|` by
+    :math:`|1 + w(a-b)|` (:math:`a = e^\beta/2`, :math:`b = e^{-\beta}/2` the unnormalised
+    attention weights at Z = -1, :math:`w = 1/L + \varepsilon\xi/\sqrt L`), so the drift
+    is exactly :math:`L\,E[\log|1 + w(a+b)| - \log|1 + w(a-b)|]`, evaluated here in
+    closed form (:func:`_mean_log_abs_normal`).  At fixed L it differs from the limit's by corrections of order 1/L that
+    grow with :math:`\varepsilon e^\beta`: expanding the logarithms (our computation),
+    :math:`L(\text{rate}_L - \text{rate}) \to -\tfrac12 + \tfrac14\varepsilon^2(3e^\beta +
+    e^{-3\beta}) - \tfrac38\varepsilon^4(e^{2\beta} + e^{-2\beta})` as :math:`L \to \infty`,
+    and the next orders carry higher powers of :math:`\varepsilon e^\beta`.  So a small
+    step's random part alone does not make the two rates agree.
+    """
+    beta, epsilon = float(beta), float(epsilon)
+    if L is None:
+        return math.exp(-beta) - 0.5 * epsilon**2
+    L = float(L)
+    a, b = 0.5 * math.exp(beta), 0.5 * math.exp(-beta)
+    if epsilon == 0.0:
+        return L * (math.log1p((a + b) / L) - math.log1p((a - b) / L))
+    # log|1 + w c| = log(c h) + log|xi - r| with h = eps / sqrt(L), r = -(1 + c/L) / (c h)
+    h = epsilon / math.sqrt(L)
+    total = 0.0
+    for c, sign in ((a + b, 1.0), (a - b, -1.0)):
+        if c > 0.0:   # c = a - b = 0 at beta = 0: log|1 + 0| = 0
+            total += sign * (math.log(c * h) + _mean_log_abs_normal(-(1.0 + c / L) / (c * h)))
+    return L * total
+
+
+def reference_cells(ds) -> list[tuple[float, float]]:
+    """The cells (beta, eps) of the grid where :func:`summary` computes the limit at T: for
+    every beta from :data:`REFERENCE_BETA_MIN` on in steps of :data:`REFERENCE_BETA_STEP`,
+    the smallest eps above the band around the curve (none where no eps is)."""
+    betas, eps = ds.beta.values, ds.epsilon.values
+    log_ratio = _log_ratio(ds)
+    out = []
+    for i, b in enumerate(betas):
+        k = (b - REFERENCE_BETA_MIN) / REFERENCE_BETA_STEP
+        if b < REFERENCE_BETA_MIN - 1e-9 or abs(k - round(k)) > 1e-6:
+            continue
+        above = np.nonzero(log_ratio[i] > BAND)[0]
+        if above.size:
+            out.append((float(b), float(eps[above[0]])))
+    return out
 
 
 def cell(*, beta, epsilon, n_traj, L, T, d, tol, seed):
@@ -214,20 +334,29 @@ def _log_ratio(ds) -> np.ndarray:
 def summary_at(ds, L) -> dict:
     """Agreement of the dominant outcome with Proposition 1 at one depth scale ``L``.
 
-    Cells within :data:`BAND` of the threshold (in log eps / eps_c) are left out.
+    Cells within :data:`BAND` of the threshold (in log eps / eps_c) are left out
+    (``n_away`` counts the others).  Of these, cells whose unclustered fraction exceeds
+    :data:`UNDECIDED` are *undecided* (``n_undecided``; ``n_decided`` the rest): a dominant
+    outcome resting on a minority of trajectories says nothing, so they count neither as
+    agreeing nor as disagreeing.  The agreement counts and shares are over the decided cells.
     ``small`` cells are those whose step's random part is below :data:`SMALL_STEP`.
     ``n_wrong_above`` counts the disagreeing cells above the curve (the pair merges where
     the limit ends antipodal), ``n_wrong_large_step_above`` those of them with large steps;
-    ``small_step_agree`` says whether at least :data:`SMALL_STEP_AGREE` of the small-step
-    cells agree (True when there are none); ``large_step_merges`` whether any large-step
-    cell above the curve is on the wrong side.
+    ``small_step_agree`` says whether at least :data:`SMALL_STEP_AGREE` of the decided
+    small-step cells agree (True when there are none); ``large_step_merges`` whether any
+    large-step cell above the curve is on the wrong side.  ``n_rate_off_small_step_above``
+    counts the small-step cells above the band where the chain's rate of approach to -1
+    differs from the limit's by more than :data:`RATE_AGREE` (relative), of
+    ``n_small_step_above``.  ``wrong_cells`` and ``undecided_cells`` list (beta, eps).
     """
     sub = ds.sel(L=L)
     log_ratio = _log_ratio(sub)
     away = np.abs(log_ratio) > BAND
+    undecided = away & (sub.p_unclustered.values > UNDECIDED)
+    decided = away & ~undecided
     predicted_anti = log_ratio > 0
-    agree = (predicted_anti == sub.dominant_antipodal.values) & away
-    wrong = away & ~agree
+    agree = (predicted_anti == sub.dominant_antipodal.values) & decided
+    wrong = decided & ~agree
     small = away & (sub.step_size.values < SMALL_STEP)
     large = away & ~small
     above = log_ratio > BAND
@@ -235,12 +364,16 @@ def summary_at(ds, L) -> dict:
     low = above & (sub.beta.values[:, None] <= LOW_BETA)
     high = above & (sub.beta.values[:, None] >= HIGH_BETA)
     out = {"L": int(L), "n_cells": int(away.size), "n_away": int(away.sum()),
+           "n_undecided": int(undecided.sum()), "n_decided": int(decided.sum()),
+           "n_undecided_small_step": int((undecided & small).sum()),
            "n_agree": int(agree.sum()),
-           "share_agree": float(agree.sum() / max(away.sum(), 1)),
+           "share_agree": float(agree.sum() / max(decided.sum(), 1)),
            "n_small_step": int(small.sum()), "n_agree_small_step": int((agree & small).sum()),
-           "share_agree_small_step": float((agree & small).sum() / max(small.sum(), 1)),
+           "n_decided_small_step": int((decided & small).sum()),
+           "share_agree_small_step": float((agree & small).sum() / max((decided & small).sum(), 1)),
            "n_large_step": int(large.sum()), "n_agree_large_step": int((agree & large).sum()),
-           "share_agree_large_step": float((agree & large).sum() / max(large.sum(), 1)),
+           "n_decided_large_step": int((decided & large).sum()),
+           "share_agree_large_step": float((agree & large).sum() / max((decided & large).sum(), 1)),
            "n_wrong": int(wrong.sum()),
            "n_wrong_small_step": int((wrong & small).sum()),
            "n_wrong_above": int((wrong & predicted_anti).sum()),
@@ -249,42 +382,126 @@ def summary_at(ds, L) -> dict:
            "mean_antipodal_above_low_beta": float(p_a[low].mean()) if low.any() else float("nan"),
            "mean_antipodal_above_high_beta": float(p_a[high].mean()) if high.any() else float("nan"),
            "max_unclustered": float(sub.p_unclustered.max())}
+    small_above = small & above
+    rate_off = np.zeros_like(small_above)
+    for i, j in zip(*np.nonzero(small_above)):
+        b, e = float(sub.beta.values[i]), float(sub.epsilon.values[j])
+        rate_off[i, j] = abs(antipodal_rate(b, e, L) / antipodal_rate(b, e) - 1.0) > RATE_AGREE
+    out["n_small_step_above"] = int(small_above.sum())
+    out["n_rate_off_small_step_above"] = int(rate_off.sum())
     out["small_step_agree"] = bool(out["share_agree_small_step"] >= SMALL_STEP_AGREE
-                                   or not small.any())
+                                   or not (decided & small).any())
     out["large_step_merges"] = out["n_wrong_large_step_above"] > 0
-    bi, ei = np.nonzero(wrong)
-    out["wrong_cells"] = [(float(sub.beta.values[i]), float(sub.epsilon.values[j]))
-                          for i, j in zip(bi, ei)]
+    for name, mask in (("wrong_cells", wrong), ("undecided_cells", undecided)):
+        bi, ei = np.nonzero(mask)
+        out[name] = [(float(sub.beta.values[i]), float(sub.epsilon.values[j]))
+                     for i, j in zip(bi, ei)]
+    return out
+
+
+def _reference(ds, Ls, T, d, tol) -> dict:
+    """The limit at T, and the approach rates to -1, at the :func:`reference_cells`.
+
+    ``cells`` lists, per reference cell, the limit's fractions at T
+    (:func:`limit_outcome`), its rate :func:`antipodal_rate`, and at each L the map's
+    fractions, the step's random part and the chain's rate.  The counts: ``n`` cells;
+    ``n_limit_undecided`` where the limit's unclustered fraction at T exceeds
+    :data:`UNDECIDED`; ``n_ahead_small_step`` where moreover, at the smallest L and with
+    small steps, the map is decided with the antipodal pair dominant (the discrete model
+    has clustered before its limit); ``n_wrong_first_limit_undecided`` where the map
+    disagrees at the smallest L and the limit is undecided; ``n_undecided_last`` where
+    the map at the largest L is undecided too.  Ranges over the cells each count names
+    (NaN where there are none).  No cells where ``T`` is not finite (a dataset that does
+    not record its horizon).
+    """
+    cells = []
+    for beta, eps in (reference_cells(ds) if np.isfinite(T) else []):
+        lim = limit_outcome(beta, eps, T, d, tol)
+        entry = {"beta": beta, "epsilon": eps, "limit_single": lim["single"],
+                 "limit_antipodal": lim["antipodal"], "limit_unclustered": lim["unclustered"],
+                 "limit_rate": antipodal_rate(beta, eps), "by_L": {}}
+        for L in Ls:
+            sub = ds.sel(L=L, beta=beta, epsilon=eps)
+            entry["by_L"][L] = {
+                "p_single": float(sub.p_single), "p_antipodal": float(sub.p_antipodal),
+                "p_unclustered": float(sub.p_unclustered), "step": float(sub.step_size),
+                "rate": antipodal_rate(beta, eps, L)}
+            entry["by_L"][L]["rate_ratio"] = entry["by_L"][L]["rate"] / entry["limit_rate"]
+        cells.append(entry)
+    first, last = Ls[0], Ls[-1]
+    undecided = [c for c in cells if c["limit_unclustered"] > UNDECIDED]
+    ahead = [c for c in undecided
+             if c["by_L"][first]["step"] < SMALL_STEP
+             and c["by_L"][first]["p_unclustered"] <= UNDECIDED
+             and c["by_L"][first]["p_antipodal"] > c["by_L"][first]["p_single"]]
+    wrong_first = [c for c in undecided
+                   if c["by_L"][first]["p_unclustered"] <= UNDECIDED
+                   and c["by_L"][first]["p_single"] >= c["by_L"][first]["p_antipodal"]]
+    undecided_last = [c for c in undecided if c["by_L"][last]["p_unclustered"] > UNDECIDED]
+
+    def span(items, get):
+        values = [get(c) for c in items]
+        return (min(values), max(values)) if values else (float("nan"), float("nan"))
+
+    out = {"cells": cells, "n": len(cells), "n_limit_undecided": len(undecided),
+           "n_ahead_small_step": len(ahead),
+           "n_wrong_first_limit_undecided": len(wrong_first),
+           "n_undecided_last": len(undecided_last),
+           "beta_min": min((c["beta"] for c in cells), default=float("nan")),
+           "beta_max": max((c["beta"] for c in cells), default=float("nan"))}
+    out["limit_unclustered_min"], out["limit_unclustered_max"] = span(
+        cells, lambda c: c["limit_unclustered"])
+    out["limit_antipodal_max"] = span(cells, lambda c: c["limit_antipodal"])[1]
+    out["ahead_antipodal_min"], out["ahead_antipodal_max"] = span(
+        ahead, lambda c: c["by_L"][first]["p_antipodal"])
+    out["ahead_limit_antipodal_max"] = span(ahead, lambda c: c["limit_antipodal"])[1]
+    out["ahead_rate_ratio_min"], out["ahead_rate_ratio_max"] = span(
+        ahead, lambda c: c["by_L"][first]["rate_ratio"])
+    out["ahead_step_max"] = span(ahead, lambda c: c["by_L"][first]["step"])[1]
+    out["undecided_last_unclustered_min"] = span(
+        undecided_last, lambda c: c["by_L"][last]["p_unclustered"])[0]
     return out
 
 
 def summary(ds) -> dict:
-    """Every number the notebook quotes: per depth scale and for the depth check.
+    """Every number the notebook quotes: per depth scale, at the reference cells and for
+    the depth check.
 
-    ``by_L[L]`` is :func:`summary_at`; ``fixed_by_depth`` counts the cells that disagree
-    with the limit at the smallest L and agree at the largest, ``still_wrong`` those
-    that disagree at both; ``depth_check_limit_reached`` says whether the antipodal
-    fraction at the check point exceeds :data:`LIMIT_REACHED` at the largest L of the
-    depth check (theory: 1).  The top-level ``share_agree`` etc. are those of the smallest L;
-    ``L_first`` and ``L_last`` are the smallest and largest L, ``last`` the numbers of
-    :func:`summary_at` at ``L_last`` (without the list of cells).
+    ``by_L[L]`` is :func:`summary_at`.  Of the cells that disagree with the limit at the
+    smallest L, ``fixed_by_depth`` agree at the largest, ``undecided_by_depth`` are
+    undecided there and ``still_wrong`` disagree at both; ``new_wrong`` disagree at the
+    largest L only.  ``depth_check_limit_reached`` says whether the antipodal fraction at
+    the check point exceeds :data:`LIMIT_REACHED` at the largest L of the depth check;
+    ``check_limit`` holds the limit's own fractions at the check point and ``check_T``
+    (:func:`limit_outcome`) and ``check_limit_reached`` whether its antipodal fraction
+    exceeds :data:`LIMIT_REACHED` too.  The top-level ``share_agree`` etc. are those of the
+    smallest L; ``L_first`` and ``L_last`` are the smallest and largest L, ``last`` the
+    numbers of :func:`summary_at` at ``L_last`` (without the lists of cells).
+
+    ``reference`` is :func:`_reference` (no cells when the dataset does not record T);
+    ``limit_undecided_near_curve`` says whether the limit itself is undecided at T at
+    some reference cell, ``ahead_small_step`` whether at some of these the map at the
+    smallest L, with small steps, already shows the antipodal pair.
 
     ``depth_reading`` says what the deeper map does to the cells on the wrong side at the
     smallest L: ``"none_wrong"`` (there are none), ``"single_depth"`` (one L only),
-    ``"all_fixed"`` (all of them move to the predicted side), ``"part_fixed"`` (some do),
+    ``"all_fixed"`` (all of them leave the wrong side), ``"part_fixed"`` (some do),
     ``"none_fixed"`` (none does).  Also the run's grid (``n_beta``, ``n_epsilon``, ``T``),
-    the thresholds of the module (``band``, ``small_step``, ``low_beta``, ``high_beta``),
-    and the depth check's point, trajectories, horizon and single-cluster fractions at
-    its smallest and largest L.
+    the thresholds and settings of the module (``band``, ``small_step``, ``undecided``,
+    ``rate_agree``, ``limit_paths``, ``reference_beta_min``, ``reference_beta_step``,
+    ``low_beta``, ``high_beta``), and the depth check's point, trajectories, horizon and single-cluster
+    fractions at its smallest and largest L.
     """
     Ls = [int(L) for L in ds.L.values]
     by_L = {L: summary_at(ds, L) for L in Ls}
     first, last = by_L[Ls[0]], by_L[Ls[-1]]
     wrong_first = set(first["wrong_cells"])
     wrong_last = set(last["wrong_cells"])
+    undecided_last = set(last["undecided_cells"])
     pa = ds.depth_p_antipodal.values
     out = {**{k: v for k, v in first.items() if k != "L"}, "Ls": Ls, "by_L": by_L,
-           "fixed_by_depth": len(wrong_first - wrong_last),
+           "fixed_by_depth": len(wrong_first - wrong_last - undecided_last),
+           "undecided_by_depth": len(wrong_first & undecided_last),
            "still_wrong": len(wrong_first & wrong_last),
            "new_wrong": len(wrong_last - wrong_first),
            "depth_check_antipodal": [float(p) for p in pa],
@@ -302,16 +519,31 @@ def summary(ds) -> dict:
         reading = "none_fixed"
     ps = ds.depth_p_single.values if "depth_p_single" in ds else np.full(pa.shape, np.nan)
     attrs = ds.attrs
+    T = float(attrs.get("fixed_T", np.nan))
+    d, tol = int(attrs.get("fixed_d", 3)), float(attrs.get("fixed_tol", 1e-3))
+    reference = _reference(ds, Ls, T, d, tol)
+    check_beta = float(attrs.get("check_beta", np.nan))
+    check_epsilon = float(attrs.get("check_epsilon", np.nan))
+    check_T = float(attrs.get("check_T", np.nan))
+    check_limit = (limit_outcome(check_beta, check_epsilon, check_T, d, tol)
+                   if np.isfinite([check_beta, check_epsilon, check_T]).all()
+                   else {"single": float("nan"), "antipodal": float("nan"),
+                         "unclustered": float("nan")})
     out.update(
         L_first=Ls[0], L_last=Ls[-1], depth_reading=reading,
-        last={k: v for k, v in last.items() if k != "wrong_cells"},
+        last={k: v for k, v in last.items() if k not in ("wrong_cells", "undecided_cells")},
         n_beta=int(ds.beta.size), n_epsilon=int(ds.epsilon.size),
-        T=float(attrs.get("fixed_T", np.nan)), band=BAND, small_step=SMALL_STEP,
+        T=T, band=BAND, small_step=SMALL_STEP, undecided=UNDECIDED, rate_agree=RATE_AGREE,
+        limit_paths=LIMIT_PATHS, reference_beta_min=REFERENCE_BETA_MIN,
+        reference_beta_step=REFERENCE_BETA_STEP,
         low_beta=LOW_BETA, high_beta=HIGH_BETA,
-        check_beta=float(attrs.get("check_beta", np.nan)),
-        check_epsilon=float(attrs.get("check_epsilon", np.nan)),
-        check_n_traj=int(attrs.get("check_n_traj", 0)),
-        check_T=float(attrs.get("check_T", np.nan)),
+        reference=reference,
+        limit_undecided_near_curve=reference["n_limit_undecided"] > 0,
+        ahead_small_step=reference["n_ahead_small_step"] > 0,
+        check_beta=check_beta, check_epsilon=check_epsilon,
+        check_n_traj=int(attrs.get("check_n_traj", 0)), check_T=check_T,
+        check_limit=check_limit,
+        check_limit_reached=bool(check_limit["antipodal"] > LIMIT_REACHED),
         depth_check_single_first=float(ps[0]), depth_check_single_last=float(ps[-1]))
     return out
 
@@ -336,7 +568,8 @@ def _plot_depth_check(ax, ds, single_c, anti_c, letter):
 
 
 def plot(ds):
-    """Phase diagrams at every L (top), the collapse onto eps / eps_c and the depth check."""
+    """Phase diagrams at every L (top; circled: the :func:`reference_cells`), the collapse
+    onto eps / eps_c and the depth check."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Patch
@@ -353,6 +586,7 @@ def plot(ds):
     de = np.diff(eps).mean() if eps.size > 1 else 1
     bf = np.linspace(betas[0], betas[-1], 300)
     letters = "abcdefgh"
+    refs = reference_cells(ds)
     for k, L in enumerate(Ls):
         ax = fig.add_subplot(grid[0, k])
         sub = ds.sel(L=L)
@@ -369,6 +603,8 @@ def plot(ds):
         # Where the step's random part reaches SMALL_STEP: right of this line it is large.
         eps_small = SMALL_STEP * 2.0 * np.sqrt(L) * np.exp(-bf)
         ax.plot(bf, eps_small, color="0.25", ls=":", lw=1.4)
+        if refs:
+            ax.plot(*zip(*refs), "o", mfc="none", mec="k", ms=6, mew=1.0)
         ax.set_ylim(eps[0] - de / 2, eps[-1] + de / 2)
         ax.set_xlim(betas[0] - db / 2, betas[-1] + db / 2)
         ax.set_xlabel(r"$\beta$")
@@ -380,7 +616,9 @@ def plot(ds):
                                plt.Line2D([], [], color="k", ls="--",
                                           label=r"$\varepsilon_c=\sqrt{2e^{-\beta}}$"),
                                plt.Line2D([], [], color="0.25", ls=":",
-                                          label=rf"step $\varepsilon e^\beta/2\sqrt{{L}}$ = {SMALL_STEP:g}")],
+                                          label=rf"step $\varepsilon e^\beta/(2\sqrt{{L}})$ = {SMALL_STEP:g}"),
+                               plt.Line2D([], [], ls="none", marker="o", mfc="none", mec="k",
+                                          label="reference cell (limit at T)")],
                       loc="upper right", fontsize=8, frameon=True)
     # (next) collapse onto eps / eps_c, every depth scale: solid the deepest, dashed the others
     ax2 = fig.add_subplot(grid[1, 0])

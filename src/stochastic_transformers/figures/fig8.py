@@ -221,14 +221,34 @@ def _figure3_grid() -> dict:
             "beta_c_next": float(theory.critical_beta(last + 1))}
 
 
+def _closest_threshold(ds) -> dict:
+    """The point (beta, d) of the run nearest to its threshold beta_c(d), and
+    ``distance`` = beta - beta_c(d) there (negative: below the threshold)."""
+    gap = ds.beta.values[:, None] - ds.beta_c.values[None, :]
+    ib, idd = np.unravel_index(int(np.argmin(np.abs(gap))), gap.shape)
+    return {"beta": float(ds.beta.values[ib]), "d": int(ds.d.values[idd]),
+            "distance": float(gap[ib, idd])}
+
+
+def _grid_step(times, lo, hi) -> float:
+    """Largest relative step t[k+1]/t[k] - 1 of the recorded times between ``lo`` and
+    ``hi`` (both included; the step into ``lo`` counts): the resolution of a time read
+    off that grid, such as ``t_half``."""
+    t = times[times > 0]
+    ks = np.nonzero((t[1:] >= lo) & (t[:-1] <= hi))[0]
+    return float(np.max(t[ks + 1] / t[ks] - 1.0)) if ks.size else float("nan")
+
+
 def summary(ds) -> dict:
     """Numbers the notebook quotes (per beta and overall), and the verdicts its wording
     follows: ``settled_early`` (every point settled by :data:`SETTLED_EARLY_FRACTION` of T),
     ``flat`` (late change at most :data:`FLAT_LATE_CHANGE`), ``agrees_with_theory`` (at
     least :data:`AGREE_SHARE_2SE` of the points within 2 standard errors, none beyond
     :data:`AGREE_MAX_Z`), ``agrees_with_paper`` (all three), ``t_half_trend`` (``all``,
-    ``some`` or ``none`` of the betas with a half-clustering time decreasing in d) and
-    ``transient_antipodal["reading"]`` (see :func:`_transient`)."""
+    ``some`` or ``none`` of the betas with a half-clustering time that does not increase
+    with d, on the recorded grid, whose relative step over the range of ``t_half`` is
+    ``t_half_grid_step``) and ``transient_antipodal["reading"]`` (see :func:`_transient`).
+    ``closest_threshold`` is the point of the run nearest to beta_c(d)."""
     T = float(ds.time.values[-1])
     z = np.abs(ds.z_final.values)
     worst = np.unravel_index(int(np.argmax(z)), z.shape)
@@ -250,6 +270,9 @@ def summary(ds) -> dict:
         "t_half_trend": ("all" if n_faster == len(faster_with_d) else
                          "some" if n_faster else "none"),
         "t_half_range": (float(np.min(t_half)), float(np.max(t_half))),
+        "t_half_grid_step": _grid_step(ds.time.values, float(np.min(t_half)),
+                                       float(np.max(t_half))),
+        "closest_threshold": _closest_threshold(ds),
         "slowest_beta": float(ds.beta.values[slowest[0]]),
         "slowest_d": int(ds.d.values[slowest[1]]),
         "T": T,

@@ -1,7 +1,8 @@
 r"""A few two-token trajectories: the overlap and its distance to the nearer pole.
 
 Two tokens start independent and uniform on :math:`S^{d-1}` and pass through the
-stochastic model (paper eq. 4) on the exact overlap chain; the overlap
+stochastic model (paper eq. 4) with softmax attention (``_BASE``; no knob changes it) on
+the exact overlap chain; the overlap
 :math:`Z_t = \langle X^1_t, X^2_t\rangle` is recorded at every layer.  The chain keeps
 :math:`1 - Z` and :math:`1 + Z` to full relative precision, so the distance to the nearer
 pole can be drawn on a log scale down to any depth.  No sweep: one call of
@@ -54,9 +55,10 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
 
 def summary(ds) -> dict:
-    """Outcomes at T (the side of 0 each overlap ends on, and how many end within the
-    tolerance :data:`TOL` of their pole), the smallest gap reached, and the limit theory
-    for the same (beta, d)."""
+    """Outcomes at T (the side of 0 each overlap ends on: ``n_single`` with Z_T >= 0,
+    ``n_antipodal`` with Z_T < 0, and how many end within the tolerance :data:`TOL` of
+    their pole), the smallest gap reached, the attention, and the limit theory for the
+    same (beta, d) (the long-time law is the same for both attentions)."""
     final = ds.overlap.values[:, -1]
     gaps = np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values)
     beta, d = float(ds.attrs["beta"]), int(ds.attrs["d"])
@@ -65,6 +67,7 @@ def summary(ds) -> dict:
             "n_single": int(np.sum(final >= 0)), "n_antipodal": int(np.sum(final < 0)),
             "n_within_tol": int(np.sum(gaps[:, -1] <= tol)), "tol": tol,
             "min_gap": float(gaps.min()), "beta": beta, "d": d,
+            "attention": str(ds.attrs.get("attention", _BASE["attention"])),
             "beta_c": float(theory.critical_beta(d)),
             "p_antipodal_theory": float(theory.antipodal_probability(beta, d))}
 
