@@ -159,7 +159,7 @@ def update_attrs(path, attrs: dict, note: str, note_key: str = "attrs_corrected"
 
     The file is copied next to itself, the copy's attributes are set (``attrs``, netCDF-safe
     as in :func:`write_netcdf`) and ``note`` is appended to its ``note_key`` attribute
-    (earlier notes kept, separated by " | "), then the copy replaces the file.
+    (earlier notes kept, separated by ``" | "``), then the copy replaces the file.
     """
     import shutil
 
