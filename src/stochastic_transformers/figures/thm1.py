@@ -406,15 +406,8 @@ def fit_order(L, err, se, *, min_snr=3.0, L_min=1):
         points; ``order_se`` is nan with fewer than three (no residual freedom left when
         there is no error bar, e.g. se = 0).
     """
-    L = np.asarray(L, dtype=float)
-    err = np.abs(np.asarray(err, dtype=float))
-    se = np.asarray(se, dtype=float)
-    if not (L.ndim == err.ndim == se.ndim == 1 and L.size == err.size == se.size):
-        raise ValueError("L, err and se must be 1-d arrays of the same length")
-    if np.any(~np.isfinite(L)) or np.any(L <= 0):
-        raise ValueError("L must hold positive numbers")
-    if np.any(se < 0) or np.any(np.isnan(se)):
-        raise ValueError("se must hold standard errors >= 0")
+    L, err, se = _fit_arrays(L, err, se)
+    err = np.abs(err)
     min_snr = check_real("min_snr", min_snr, 0.0)
     L_min = check_real("L_min", L_min, 0.0)
     used = (err > 0) & np.isfinite(err) & (err >= min_snr * se) & (L >= L_min)
@@ -463,7 +456,8 @@ def _wls(X, y, se):
     return c, cov, chi2
 
 
-def _signed_points(L, err, se, L_min):
+def _fit_arrays(L, err, se):
+    """``L``, ``err`` and ``se`` as float arrays, checked: 1-d of one length, L > 0, se >= 0."""
     L = np.asarray(L, dtype=float)
     err = np.asarray(err, dtype=float)
     se = np.asarray(se, dtype=float)
@@ -473,6 +467,11 @@ def _signed_points(L, err, se, L_min):
         raise ValueError("L must hold positive numbers")
     if np.any(se < 0) or np.any(np.isnan(se)):
         raise ValueError("se must hold standard errors >= 0")
+    return L, err, se
+
+
+def _signed_points(L, err, se, L_min):
+    L, err, se = _fit_arrays(L, err, se)
     keep = (L >= check_real("L_min", L_min, 0.0)) & np.isfinite(err)
     return L[keep], err[keep], se[keep], keep
 
