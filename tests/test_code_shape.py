@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 #: Lines of code (docstrings, comments and blank lines aside) a function may have.
 MAX_FUNCTION_LINES = 80
 #: What the compiled kernels may import inside the package: the layers below them.
-KERNEL_IMPORTS = {"attention", "rng", "_jit"}
+KERNEL_IMPORTS = {"attention", "activations", "rng", "_jit"}
 
 
 def _module_name(path: Path) -> str:

@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ._validation import (ATTENTIONS, check_choice, check_int, check_real, check_whole_layers)
+from .activations import ACTIVATIONS
 
 #: Laws of the entries of V (uniform on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`, Rademacher
 #: :math:`\pm\sigma`).
@@ -39,6 +40,9 @@ METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "
            "subspace")
 #: Largest number of heads of the random-attention model (a bound on scratch memory).
 MAX_HEADS = 4096
+#: Largest width of the feedforward block (a bound on scratch memory and on the cost of a
+#: layer, which draws the width's worth of normals per token).
+MAX_FF_WIDTH = 1 << 16
 
 
 def _set(obj, **values):
@@ -62,6 +66,13 @@ class ModelConfig:
     heads with, in every layer and head, fresh Gaussian :math:`V_h` (entries
     :math:`N(0,\sigma^2)`) and :math:`A_h = W_h W_h'^\top` (entries
     :math:`N(0,\sigma_{qk}^2)`), and residual step ``eta``.
+
+    Feedforward block (ours, the book's chapter "Feedforward blocks"; stochastic model
+    only): with ``ff_strength`` :math:`r > 0` every layer adds a random two-layer
+    perceptron, fresh every layer and shared by all tokens, to the attention update,
+    :math:`X^i_{n+1} = \operatorname{normalize}(X^i_n + h[V_{n+1} A_\beta(X^i_n, X_n) +
+    \sqrt r\, W_2\varphi(W_1 X^i_n)])`, with :math:`W_1` (``ff_width`` x d) of
+    :math:`N(0, 1)` entries and :math:`W_2` (d x ``ff_width``) of :math:`N(0, 1/m)` entries.
 
     Attributes
     ----------
@@ -87,6 +98,14 @@ class ModelConfig:
         Random-attention model only: heads per layer (1 to :data:`MAX_HEADS`), the standard
         deviation of the entries of :math:`W, W'` (> 0), and the residual step (> 0;
         ``None`` means :math:`L^{-1/2}`).
+    ff_strength : float
+        Strength :math:`r \ge 0` of the feedforward block relative to the value noise
+        (0: no block, the paper's model).
+    ff_width : int
+        Width :math:`m` of the block's hidden layer, 1 to :data:`MAX_FF_WIDTH` (the depth
+        limit does not depend on it).
+    ff_activation : {"relu", "gelu", "erf", "tanh", "identity"}
+        The activation :math:`\varphi` (:mod:`stochastic_transformers.activations`).
     """
 
     d: int
@@ -100,6 +119,9 @@ class ModelConfig:
     n_heads: int = 1
     sigma_qk: float = 1.0
     eta: float | None = None
+    ff_strength: float = 0.0
+    ff_width: int = 16
+    ff_activation: str = "relu"
 
     def __post_init__(self):
         _set(self, d=check_int("d", self.d, 2), beta=check_real("beta", self.beta, 0.0),
@@ -122,6 +144,20 @@ class ModelConfig:
         elif self.n_heads != 1 or self.sigma_qk != 1.0 or self.eta is not None:
             raise ValueError("n_heads, sigma_qk and eta belong to model='random_attention'; "
                              f"got model={self.kind!r}")
+        self._check_feedforward()
+
+    def _check_feedforward(self):
+        _set(self, ff_strength=check_real("ff_strength", self.ff_strength, 0.0),
+             ff_width=check_int("ff_width", self.ff_width, 1, MAX_FF_WIDTH),
+             ff_activation=check_choice("ff_activation", self.ff_activation, ACTIVATIONS))
+        if self.ff_strength > 0.0 and self.kind != "stochastic":
+            raise ValueError("the feedforward block (ff_strength > 0) belongs to "
+                             f"model='stochastic'; got model={self.kind!r}")
+
+    @property
+    def has_feedforward(self) -> bool:
+        """Whether the layer map carries the feedforward block (``ff_strength`` > 0)."""
+        return self.ff_strength > 0.0
 
     def _check_random_attention(self):
         _set(self, n_heads=check_int("n_heads", self.n_heads, 1, MAX_HEADS),

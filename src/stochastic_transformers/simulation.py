@@ -60,6 +60,27 @@ def _resolve_random_attention(method):
     return "subspace" if method == "auto" else method
 
 
+def _resolve_feedforward(model, run):
+    """Methods of the model with the feedforward block: the two-point chain (two tokens or
+    a split; Gaussian V, B = identity) or the literal map."""
+    method = run.method
+    chain_ok = model.values == "gaussian" and model.b_is_identity
+    chain = "cluster_chain" if run.split is not None else "overlap_chain"
+    if run.split is not None and (method not in ("auto", "cluster_chain") or not chain_ok):
+        raise ValueError("split with the feedforward block runs on the two-point chain: it "
+                         "needs method='auto' or 'cluster_chain', values='gaussian' and "
+                         "B = identity; pass a two-point configuration as x0 for the literal map")
+    if method == "auto":
+        return chain if (chain_ok and (run.n_tokens == 2 or run.split is not None)) else "literal"
+    if method == chain and chain_ok and (run.n_tokens == 2 or run.split is not None):
+        return method
+    if method == "literal":
+        return method
+    raise ValueError(f"method={method!r} does not run the feedforward block (ff_strength > 0): "
+                     "use 'literal', or 'overlap_chain' for two tokens with values='gaussian' "
+                     "and B = identity")
+
+
 def _check_explicit(method, gaussian_b, chain_ok, gaussian_values):
     """Raise unless an explicitly requested method applies to the request."""
     if method == "overlap_chain" and not chain_ok:
@@ -83,6 +104,8 @@ def resolve_method(model: ModelConfig, run: RunConfig) -> str:
     method, kind = run.method, model.kind
     if kind == "random_attention":
         return _resolve_random_attention(method)
+    if model.has_feedforward:
+        return _resolve_feedforward(model, run)
     if method == "subspace":
         raise ValueError("method='subspace' belongs to model='random_attention'")
     b_identity = model.b_is_identity
@@ -161,6 +184,13 @@ class _Plan:
 def _stopping(model, run, method):
     """(stop_level, s_stop, c_stop): the early-stopping level resolved and its half angles."""
     level = run.stop_level
+    if model.has_feedforward:
+        # The stopping angles come from the diffusion without the block.
+        if level is not None and level > 0.0:
+            raise ValueError("stop_level > 0 is not available with the feedforward block "
+                             "(ff_strength > 0): the stopping angles are those of the model "
+                             "without it")
+        return 0.0, 0.0, 0.0
     if level is None:
         level = 1e-6 if (run.times is None and method in CHAIN_METHODS
                          and model.kind == "stochastic") else 0.0
@@ -274,6 +304,9 @@ def _dataset(plan, data, stopped, wall_time_s):
         first_trajectory=run.first_trajectory, code_version=SIMULATION_CODE_VERSION,
         wall_time_s=wall_time_s,
     ))
+    if model.has_feedforward:
+        ds.attrs.update(ff_strength=model.ff_strength, ff_width=model.ff_width,
+                        ff_activation=model.ff_activation)
     if model.kind == "random_attention":
         ds.attrs.update(n_heads=model.n_heads, sigma_qk=model.sigma_qk, eta=plan.eta,
                         noise_clock=noise_clock(plan.n_layers, plan.eta, model.sigma,

@@ -7,6 +7,8 @@ module                     methods
 :mod:`.tokens`             ``literal`` and ``gaussian_dn``: the N-token map (and hybrid)
 :mod:`.two_point`          ``cluster_chain``, ``reduced`` and ``snap``: two-point states
 :mod:`.random_attention`   the follow-up's ``literal`` and ``subspace``
+:mod:`.feedforward`        the feedforward block: ``literal``, and the two-point chain
+                           (``overlap_chain``, ``cluster_chain``)
 :mod:`.common`             the shared token helpers and the runner protocol
 =========================  ==============================================================
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import pair, random_attention, tokens, two_point
+from . import feedforward, pair, random_attention, tokens, two_point
 from .common import Runner
 
 #: Runner of each method of the paper's models; the follow-up's model has its own.
@@ -31,6 +33,12 @@ RUNNERS: dict[str, Runner] = {
     "snap": two_point.REDUCED_RUNNER,
 }
 RANDOM_ATTENTION_RUNNER = random_attention.RUNNER
+#: Runner of each method of the stochastic model with the feedforward block.
+FEEDFORWARD_RUNNERS: dict[str, Runner] = {
+    "literal": feedforward.TOKENS_RUNNER,
+    "overlap_chain": feedforward.CHAIN_RUNNER,
+    "cluster_chain": feedforward.CHAIN_RUNNER,
+}
 
 #: Slices of a run with a progress bar (without one the run is a single slice).
 PROGRESS_SLICES = 50
@@ -40,6 +48,8 @@ def runner_for(plan) -> Runner:
     """The runner of a plan's model and method."""
     if plan.kind == "random_attention":
         return RANDOM_ATTENTION_RUNNER
+    if plan.model.has_feedforward:
+        return FEEDFORWARD_RUNNERS[plan.method]
     return RUNNERS[plan.method]
 
 
@@ -61,4 +71,4 @@ def run(plan, bar=None):
     return runner.assemble(plan, arrays)
 
 
-__all__ = ["RUNNERS", "Runner", "run", "runner_for"]
+__all__ = ["RUNNERS", "FEEDFORWARD_RUNNERS", "Runner", "run", "runner_for"]

@@ -1,0 +1,198 @@
+r"""Feedforward blocks, N tokens: no antipodal pairs with ReLU, balanced splits with erf (ours).
+
+N tokens, Gaussian values, :math:`B = I`, softmax, d = 4, through the literal N-token map
+with a random feedforward block of strength r (:mod:`stochastic_transformers.kernels.feedforward`).
+Tokens that coincide receive the same block increment, so the two-cluster reduction of the
+chapter "Many tokens" carries over with the block's kernel added: a two-point split of
+:math:`m_1` and :math:`m_2` tokens is a two-point diffusion whose drift at -1 is
+:math:`2r(d-1)E[\varphi_{\rm even}(g)^2]` for every split
+(:func:`stochastic_transformers.feedforward.boundary_at_minus_one`).  The figure counts, at
+time T, the configurations with an antipodal pair, the clustered ones, and the sizes of the
+antipodal splits, for the paper's model (r = 0) and with ReLU and erf blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import simulate
+from ..activations import ACTIVATIONS
+from ..classification import has_antipodal_pair, is_clustered, n_clusters
+from ..config import ModelConfig, RunConfig
+from ..simulation import full_method
+from ..stats import two_proportion_z
+from .base import (add_outcome_fractions, cell_threads, choices, cost_function, figure_sweep,
+                   integer, integers, knob_attr, laid_out, reals, resolve_scale,
+                   trajectory_layer_work)
+
+ID = "ff_tokens"
+CELL_VERSION = "1"
+DESCRIPTION = ("feedforward blocks, N = 4 and 8 tokens: antipodal pairs and their splits with "
+               "ReLU and erf blocks against the paper's model (ours)")
+
+_COMMON = dict(d=4, activations=("relu", "erf"), attention="softmax", tol=1e-3, ff_width=8,
+               seed=0)
+SCALES = {
+    "smoke": dict(_COMMON, n_tokens=(4,), rs=(0.0, 0.5), betas=(2.0,), n_traj=100, L=20, T=2.0),
+    "quick": dict(_COMMON, n_tokens=(4, 8), rs=(0.0, 0.5), betas=(1.0, 2.0, 4.0), n_traj=500,
+                  L=100, T=20.0),
+    "paper": dict(_COMMON, n_tokens=(4, 8), rs=(0.0, 0.5), betas=(1.0, 2.0, 4.0), n_traj=2000,
+                  L=100, T=20.0),
+}
+KNOB_SCHEMA = {
+    "n_tokens": integers(3, 64),
+    "activations": choices(ACTIVATIONS),
+    "rs": reals(0.0, distinct=True, increasing=True),
+    "ff_width": integer(1, 4096),
+}
+#: Largest split recorded (tokens in the smaller of two antipodal clusters).
+MAX_SPLIT = 32
+
+
+def cell(*, n_tokens, activation, r, beta, d, n_traj, L, T, attention, tol, ff_width, seed):
+    """One (N, activation, r, beta) point: how many configurations at T have an antipodal
+    pair, are clustered, are one cluster, and the sizes of their antipodal two-cluster
+    splits; and the 1% quantile of 1 + (smallest pairwise overlap)."""
+    model = ModelConfig(d=d, beta=beta, attention=attention, ff_strength=r, ff_width=ff_width,
+                        ff_activation=activation)
+    # r = 0 runs the N-token map itself (not the reduced path) so that every arm of the
+    # figure is the same literal computation.
+    method = "literal" if r > 0 else full_method(n_tokens, d)
+    ds = simulate(model, RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, seed=seed,
+                                   tol=tol, method=method, n_threads=cell_threads()))
+    g = ds.gram.values
+    anti = has_antipodal_pair(g, tol)
+    clustered = is_clustered(g, tol)
+    k = n_clusters(g, tol)
+    size0 = np.sum(g[:, 0, :] >= 1.0 - tol, axis=-1)
+    smaller = np.minimum(size0, n_tokens - size0)
+    two_antipodal = clustered & anti & (k == 2)
+    splits = np.bincount(smaller[two_antipodal], minlength=MAX_SPLIT + 1)[:MAX_SPLIT + 1]
+    closest = 1.0 + g.min(axis=(-2, -1))
+    return {"n_antipodal_pair": int(anti.sum()), "n_clustered": int(clustered.sum()),
+            "n_single": int((clustered & (k == 1)).sum()), "n_two_antipodal": int(two_antipodal.sum()),
+            "split_counts": splits.astype(np.int64), "n_traj": n_traj,
+            "closest_low": float(np.quantile(closest, 0.01))}
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (N, activation, r, beta) sweep.  Returns the counts with fractions
+    ``p_antipodal_pair``, ``p_clustered``, ``p_single`` (Wilson bands), the split counts
+    ``split_counts(..., split)`` and ``closest_low``."""
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    ds = figure_sweep(__name__, scale, {"n_tokens": list(knobs["n_tokens"]),
+                                        "activation": list(knobs["activations"]),
+                                        "r": list(knobs["rs"]), "beta": list(knobs["betas"])},
+                      fixed={k: knobs[k] for k in ("d", "n_traj", "L", "T", "attention", "tol",
+                                                   "ff_width")},
+                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress, output_dims={"split_counts": ("split",)},
+                      output_coords={"split": np.arange(MAX_SPLIT + 1)})
+    return _finish(ds, scale)
+
+
+def _finish(ds, scale):
+    ds = add_outcome_fractions(ds, ("antipodal_pair", "clustered", "single"))
+    n_split = ds.split_counts.sum("split")
+    ds["balanced_share"] = (ds.split_counts.sel(split=ds.n_tokens // 2)
+                            .where(n_split > 0) / n_split.where(n_split > 0))
+    ds.attrs.update(scale=scale, figure=ID)
+    return ds
+
+
+#: Seconds per trajectory-layer of the literal N-token map with the block (N = 8, d = 4,
+#: width 8), measured on the project's 2-core machine.
+SECONDS_PER_WORK = 4e-6
+
+work = trajectory_layer_work("n_tokens", "activations", "rs", "betas")
+
+cost = cost_function(__name__)
+
+
+def summary(ds) -> dict:
+    """Numbers the notebook quotes, per N and beta: the antipodal-pair fraction of the
+    paper's model and with each block, the share of balanced splits among antipodal
+    two-cluster outcomes; the verdicts ``even_block_no_pairs`` (not one configuration with
+    an antipodal pair under a block whose activation has an even part) and
+    ``odd_block_more_pairs`` (the erf block gives more antipodal pairs than r = 0 at every
+    (N, beta), by a two-proportion z above 3 at the largest beta)."""
+    from .. import feedforward
+
+    r_block = float(ds.r.max())
+    out = {"r": r_block, "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
+           "L": int(knob_attr(ds, "L")), "d": int(knob_attr(ds, "d")), "rows": {}}
+    acts = [str(a) for a in ds.activation.values]
+    even = [a for a in acts if feedforward.even_part_energy(a) > 0]
+    odd = [a for a in acts if a not in even]
+    for n in ds.n_tokens.values:
+        for beta in ds.beta.values:
+            base = ds.sel(n_tokens=n, beta=beta, activation=acts[0], r=0.0)
+            row = {"none": float(base.p_antipodal_pair),
+                   "none_balanced": float(base.balanced_share)}
+            for a in acts:
+                sub = ds.sel(n_tokens=n, beta=beta, activation=a, r=r_block)
+                row[a] = float(sub.p_antipodal_pair)
+                row[f"{a}_balanced"] = float(sub.balanced_share)
+                row[f"{a}_closest"] = float(sub.closest_low)
+            out["rows"][f"{int(n)}_{float(beta):g}"] = row
+    blocked = ds.sel(r=r_block)
+    if even:
+        out["even_pairs"] = int(blocked.n_antipodal_pair.sel(activation=even).sum())
+        out["even_closest"] = float(blocked.closest_low.sel(activation=even).min())
+        out["even_block_no_pairs"] = out["even_pairs"] == 0
+    if odd:
+        top = float(ds.beta.max())
+        zs = [float(two_proportion_z(
+            int(ds.n_antipodal_pair.sel(n_tokens=n, beta=top, activation=odd[0], r=r_block)),
+            int(ds.n_traj.sel(n_tokens=n, beta=top, activation=odd[0], r=r_block)),
+            int(ds.n_antipodal_pair.sel(n_tokens=n, beta=top, activation=odd[0], r=0.0)),
+            int(ds.n_traj.sel(n_tokens=n, beta=top, activation=odd[0], r=0.0))))
+            for n in ds.n_tokens.values]
+        out["odd_gain_z"] = {int(n): z for n, z in zip(ds.n_tokens.values, zs)}
+        out["odd_block_more_pairs"] = bool(min(zs) > 3.0)
+    return out
+
+
+def plot(ds):
+    """Left: fraction with an antipodal pair against beta, per N, for the paper's model and
+    each block.  Right: the sizes of the antipodal splits at the largest beta."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    acts = [str(a) for a in ds.activation.values]
+    r_block = float(ds.r.max())
+    arms = [("no block (r = 0)", acts[0], 0.0)] + [(f"{a} block (r = {r_block:g})", a, r_block)
+                                                    for a in acts]
+    colours = palette(len(arms))
+    fig, (ax, axs) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    for colour, (label, act, r) in zip(colours, arms):
+        for ls, n in zip(("-", "--", ":"), ds.n_tokens.values):
+            sub = ds.sel(n_tokens=n, activation=act, r=r)
+            p = sub.p_antipodal_pair.values
+            err = np.vstack([p - sub.p_antipodal_pair_low.values,
+                             sub.p_antipodal_pair_high.values - p])
+            ax.errorbar(sub.beta, p, yerr=err, fmt="o", ls=ls, ms=3, lw=1, capsize=2,
+                        color=colour, label=f"{label}, N = {int(n)}")
+    ax.set_xlabel(r"$\beta$")
+    ax.set_ylabel("P(an antipodal pair at T)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7)
+    top = float(ds.beta.max())
+    width = 0.8 / len(arms)
+    n_max = int(ds.n_tokens.max())
+    for i, (colour, (label, act, r)) in enumerate(zip(colours, arms)):
+        sub = ds.sel(n_tokens=n_max, activation=act, r=r, beta=top)
+        counts = sub.split_counts.values[1:n_max // 2 + 1]
+        share = counts / max(int(sub.n_traj), 1)
+        axs.bar(np.arange(1, n_max // 2 + 1) + (i - (len(arms) - 1) / 2) * width, share,
+                width=width, color=colour, label=label)
+    axs.set_xticks(np.arange(1, n_max // 2 + 1))
+    axs.set_xlabel(f"tokens in the smaller cluster (N = {n_max})")
+    axs.set_ylabel("share of trajectories")
+    axs.set_title(rf"antipodal two-cluster splits at $\beta$ = {top:g}", fontsize=10)
+    axs.legend(fontsize=7)
+    n = int(ds.n_traj.values.max())
+    return laid_out(fig, f"N tokens with a feedforward block (d = {int(knob_attr(ds, 'd'))}, "
+                         f"L = {int(knob_attr(ds, 'L'))}, T = {float(knob_attr(ds, 'T')):g}, "
+                         f"{n:,} trajectories per point)")

@@ -1,0 +1,67 @@
+"""The feedforward figures' own logic, and the statements of the chapter "Feedforward blocks"
+that are not glued from a notebook."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stochastic_transformers import feedforward
+from stochastic_transformers.figures import ff_threshold
+
+CHAPTER = Path(__file__).resolve().parents[1] / "book" / "feedforward.md"
+
+
+def test_the_fitted_root_recovers_a_line_and_its_delta_method_error():
+    betas = np.linspace(0.0, 1.6, 17)
+    rate = 2.0 * (betas - 0.7)
+    se = np.full_like(betas, 0.1)
+    root, root_se = ff_threshold.fitted_root(betas, rate, se)
+    assert root == pytest.approx(0.7, abs=1e-12)
+    # Four points at 0.1 apart, slope 2: the delta-method error of the root of the fitted line
+    # at its centre is se / (slope * sqrt(4)) = 0.025 (the root sits at the points' centre).
+    assert root_se == pytest.approx(0.1 / (2.0 * 2.0), rel=1e-6)
+    assert all(math.isnan(v) for v in ff_threshold.fitted_root(betas, rate + 10.0, se))
+
+
+def test_the_fitted_root_is_unbiased_under_noise():
+    # 2,000 noisy replicates of the same line: the roots' spread matches the delta method
+    # and their mean sits on the truth (tolerances 4 standard errors of each statistic).
+    rng = np.random.default_rng(0)
+    betas = np.linspace(0.0, 1.6, 17)
+    se = np.full_like(betas, 0.05)
+    roots, errs = [], []
+    for _ in range(2000):
+        root, err = ff_threshold.fitted_root(betas, 2.0 * (betas - 0.73) + rng.normal(0, 0.05, betas.size), se)
+        roots.append(root)
+        errs.append(err)
+    roots = np.array(roots)
+    assert abs(roots.mean() - 0.73) < 4 * roots.std() / math.sqrt(roots.size)
+    assert roots.std() == pytest.approx(np.mean(errs), rel=4 * math.sqrt(0.5 / roots.size) + 0.05)
+
+
+def test_an_erf_block_lowers_the_threshold_up_to_d_11_and_raises_it_from_d_12():
+    for d in range(4, 12):
+        assert feedforward.critical_beta(d, 1.0, "erf") < feedforward.critical_beta(d, 0.0, "erf")
+    for d in (12, 16):
+        assert feedforward.critical_beta(d, 1.0, "erf") > feedforward.critical_beta(d, 0.0, "erf")
+    assert "from\n$d = 12$ on" in CHAPTER.read_text() or "from $d = 12$ on" in CHAPTER.read_text()
+
+
+def test_the_chapter_quotes_the_quadrature_order_and_the_relu_scale():
+    text = CHAPTER.read_text()
+    assert f"{feedforward.QUADRATURE_ORDER} nodes" in text
+    # "r of order 1 / kappa(1), that is r = 2 for ReLU"
+    assert 1.0 / float(feedforward.kernel(1.0, "relu")) == pytest.approx(2.0)
+    assert re.search(r"r \\approx 2\$ for ReLU", text)
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_an_even_part_makes_minus_one_an_entrance_for_every_split(act):
+    for m1, m2 in ((1, 1), (2, 1), (3, 5)):
+        b = feedforward.boundary_at_minus_one(2.0, 4, 0.5, act, m1=m1, m2=m2)
+        assert b["kind"] == "entrance" and b["drift"] > 0
