@@ -18,13 +18,15 @@ CHAPTER = Path(__file__).resolve().parents[1] / "book" / "feedforward.md"
 
 def test_the_fitted_root_recovers_a_line_and_its_delta_method_error():
     betas = np.linspace(0.0, 1.6, 17)
-    rate = 2.0 * (betas - 0.7)
+    rate = 2.0 * (betas - 0.73)
     se = np.full_like(betas, 0.1)
     root, root_se = ff_threshold.fitted_root(betas, rate, se)
-    assert root == pytest.approx(0.7, abs=1e-12)
-    # Four points at 0.1 apart, slope 2: the delta-method error of the root of the fitted line
-    # at its centre is se / (slope * sqrt(4)) = 0.025 (the root sits at the points' centre).
-    assert root_se == pytest.approx(0.1 / (2.0 * 2.0), rel=1e-6)
+    assert root == pytest.approx(0.73, abs=1e-12)
+    # The fit uses 0.6, 0.7 | 0.8, 0.9; the error of the fitted line at x0 is
+    # se * sqrt(1/n + (x0 - mean)^2 / Sxx), divided by the slope 2 for the root.
+    x = np.array([0.6, 0.7, 0.8, 0.9])
+    expected = 0.1 * math.sqrt(1 / 4 + (0.73 - x.mean()) ** 2 / np.sum((x - x.mean()) ** 2)) / 2
+    assert root_se == pytest.approx(expected, rel=1e-9)
     assert all(math.isnan(v) for v in ff_threshold.fitted_root(betas, rate + 10.0, se))
 
 

@@ -29,8 +29,8 @@ V, :math:`B = I`)
     components orthogonal to it (a Wishart(d - 2) matrix of size 4, drawn by its Bartlett
     factor: at most 10 numbers) enter the new angle.  So a layer costs 2m + 18 random
     numbers, whatever d.  The difference :math:`q` (and, for an odd activation, the sum
-    :math:`p`) is computed without cancellation
-    (:func:`stochastic_transformers.activations.phi_diff`), and the new angle from the
+    :math:`p`) is computed without cancellation where it is small
+    (:func:`stochastic_transformers.activations.phi_pair`), and the new angle from the
     difference or the sum of the updated points, so that the chain keeps its relative
     precision near both poles, as the chains without the block do.
 """
@@ -146,8 +146,9 @@ def _hidden_moments(act, c, s, a, b):
     for k in range(width):
         x = c * a[k]
         delta = s * b[k]
-        p = 0.5 * _act.phi_sum(act, x, delta)
-        q = 0.5 * _act.phi_diff(act, x, delta)
+        total, diff = _act.phi_pair(act, x, delta)
+        p = 0.5 * total
+        q = 0.5 * diff
         a[k] = p
         b[k] = q
         pp += p * p
