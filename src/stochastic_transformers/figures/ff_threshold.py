@@ -21,8 +21,19 @@ import numpy as np
 from .. import feedforward, simulate
 from ..activations import ODD_ACTIVATIONS
 from ..config import ModelConfig, RunConfig
-from .base import (cell_threads, choice, cost_function, figure_sweep, integer, integers,
-                   knob_attr, laid_out, real, reals, resolve_scale, trajectory_layer_work)
+from .base import (all_of, cell_threads, choice, cost_function, figure_sweep, integer, integers,
+                   knob_attr, laid_out, real, reals, resolve_scale)
+
+def _coarse_and_fine(name, value, knobs):
+    """Two depth scales, the second four times the first (the extrapolation's ratio), each
+    making T * L whole."""
+    if len(value) != 2 or value[1] != 4 * value[0]:
+        raise ValueError(f"{name} must be two depth scales (L, 4L); got {value!r}")
+    for L in value:
+        if abs(knobs["T"] * L - round(knobs["T"] * L)) > 1e-9:
+            raise ValueError(f"{name}: T * L must be whole; got T = {knobs['T']}, L = {L}")
+    return tuple(int(v) for v in value)
+
 
 ID = "ff_threshold"
 CELL_VERSION = "1"
@@ -31,12 +42,14 @@ DESCRIPTION = ("feedforward blocks: the antipodal threshold beta_c(d, r) of an e
 
 _COMMON = dict(activation="erf", attention="softmax", ff_width=8, gap0=1e-12, seed=0)
 SCALES = {
-    "smoke": dict(_COMMON, d=(4,), rs=(0.0, 1.0), betas=(0.2, 0.6, 1.0), n_traj=200, L=20, T=0.5),
+    "smoke": dict(_COMMON, d=(4,), rs=(0.0, 1.0), betas=(0.2, 0.6, 1.0), n_traj=200, Ls=(20, 80),
+                  T=0.5),
     "quick": dict(_COMMON, d=(4, 6), rs=(0.0, 0.5, 1.0, 4.0),
-                  betas=tuple(np.round(np.linspace(0.0, 1.6, 9), 2)), n_traj=2000, L=100, T=1.0),
-    "paper": dict(_COMMON, d=(4, 6), rs=(0.0, 0.1, 0.5, 1.0, 4.0),
-                  betas=tuple(np.round(np.linspace(0.0, 1.6, 17), 2)), n_traj=20_000, L=100,
+                  betas=tuple(np.round(np.linspace(0.0, 1.6, 9), 2)), n_traj=2000, Ls=(100, 400),
                   T=1.0),
+    "paper": dict(_COMMON, d=(4, 6), rs=(0.0, 0.1, 0.5, 1.0, 4.0),
+                  betas=tuple(np.round(np.linspace(0.0, 1.6, 17), 2)), n_traj=10_000,
+                  Ls=(100, 400), T=1.0),
 }
 KNOB_SCHEMA = {
     "d": integers(3),
@@ -44,6 +57,7 @@ KNOB_SCHEMA = {
     "rs": reals(0.0, distinct=True, increasing=True),
     "ff_width": integer(1, 4096),
     "gap0": real(0.0, 1e-6, strict_min=True),
+    "Ls": all_of(integers(1, distinct=True, increasing=True), _coarse_and_fine),
 }
 #: Points on each side of the change of sign used by the straight-line fit of the root.
 FIT_POINTS = 2
@@ -77,8 +91,8 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     """
     knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     ds = figure_sweep(__name__, scale, {"d": list(knobs["d"]), "r": list(knobs["rs"]),
-                                        "beta": list(knobs["betas"])},
-                      fixed={k: knobs[k] for k in ("activation", "n_traj", "L", "T", "attention",
+                                        "beta": list(knobs["betas"]), "L": list(knobs["Ls"])},
+                      fixed={k: knobs[k] for k in ("activation", "n_traj", "T", "attention",
                                                    "ff_width", "gap0")},
                       seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
                       progress=progress)
@@ -104,17 +118,30 @@ def fitted_root(betas, rate, se, points=FIT_POINTS):
     return float(root), float(math.sqrt(grad @ cov @ grad))
 
 
+def extrapolated(ds):
+    """(exponent, se) extrapolated from the two depth scales: (4 x_{4L} - x_L) / 3, which
+    removes an O(1/L) bias, with the standard errors combined."""
+    coarse, fine = ds.sel(L=ds.L.values[0]), ds.sel(L=ds.L.values[1])
+    value = (4.0 * fine.exponent - coarse.exponent) / 3.0
+    se = np.sqrt(16.0 * fine.exponent_se**2 + coarse.exponent_se**2) / 3.0
+    return value, se
+
+
 def _finish(ds, scale):
     act = str(knob_attr(ds, "activation"))
     betas = ds.beta.values
+    value, se = extrapolated(ds)
+    ds["exponent_limit"], ds["exponent_limit_se"] = value, se
     theory = np.array([[[feedforward.boundary_at_minus_one(float(b), int(d), float(r), act)["exponent"]
                          for b in betas] for r in ds.r.values] for d in ds.d.values])
     ds["exponent_theory"] = (("d", "r", "beta"), theory)
+    # Deviation of each depth scale's exponent, and of the extrapolated one.
     ds["z_score"] = (ds.exponent - ds.exponent_theory) / ds.exponent_se
+    ds["z_score_limit"] = (ds.exponent_limit - ds.exponent_theory) / ds.exponent_limit_se
     crit = np.array([[feedforward.critical_beta(int(d), float(r), act) for r in ds.r.values]
                      for d in ds.d.values], dtype=float)
-    roots = np.array([[fitted_root(betas, ds.exponent.sel(d=d, r=r).values,
-                                   ds.exponent_se.sel(d=d, r=r).values)
+    roots = np.array([[fitted_root(betas, ds.exponent_limit.sel(d=d, r=r).values,
+                                   ds.exponent_limit_se.sel(d=d, r=r).values)
                        for r in ds.r.values] for d in ds.d.values])
     ds["beta_c"] = (("d", "r"), crit)
     ds["beta_c_sim"] = (("d", "r"), roots[..., 0])
@@ -132,18 +159,25 @@ def _finish(ds, scale):
 #: Seconds of simulation per trajectory-layer (ff_width 8, two tokens), as in ff_pairs.
 SECONDS_PER_WORK = 1.5e-6
 
-work = trajectory_layer_work("d", "rs", "betas")
+
+def work(knobs) -> float:
+    """Trajectory-layers a run with these knobs schedules: n_traj * L * T per (d, r, beta)
+    cell, summed over the depth scales."""
+    cells = len(knobs["d"]) * len(knobs["rs"]) * len(knobs["betas"])
+    return float(knobs["n_traj"] * knobs["T"] * sum(knobs["Ls"]) * cells)
+
 
 cost = cost_function(__name__)
 
 
 def summary(ds) -> dict:
     """Numbers the notebook quotes: for every (d, r) the theory and measured thresholds with
-    the measurement's standard error and z; the largest |z| of the exponents and of the
-    thresholds; whether every threshold agrees within :data:`AGREE_Z` (``thresholds_agree``)
-    and whether a threshold with no change of sign in theory also has none measured; and the
-    verdict ``threshold_falls_with_r`` (for each d the measured thresholds decrease as r
-    grows, beyond their standard errors)."""
+    the measurement's standard error and z; the deviations of the exponents from the limit's
+    at each depth scale (their mean shows the O(1/L) bias) and after extrapolation; whether
+    every threshold agrees within :data:`AGREE_Z` and a (d, r) without a theory threshold
+    has no measured one either (``thresholds_agree``); and the verdict
+    ``threshold_falls_with_r`` (for each d the measured thresholds never rise with r beyond
+    2 standard errors of a step, and the last lies 3 standard errors below the first)."""
     rows = {}
     for d in ds.d.values:
         for r in ds.r.values:
@@ -158,19 +192,30 @@ def summary(ds) -> dict:
         sim = ds.beta_c_sim.sel(d=d).values
         se = ds.beta_c_sim_se.sel(d=d).values
         ok = np.isfinite(sim)
+        if ok.sum() < 2:
+            falls = False
+            continue
         steps = np.diff(sim[ok])
         step_se = np.sqrt(se[ok][1:] ** 2 + se[ok][:-1] ** 2)
         falls &= bool(np.all(steps < 2 * step_se))
-        falls &= bool(sim[ok].size >= 2 and sim[ok][-1] < sim[ok][0] - 3 * step_se.max())
+        falls &= bool(sim[ok][-1] < sim[ok][0] - 3 * step_se.max())
+    by_l = {int(L): {"mean_bias": float((ds.exponent - ds.exponent_theory).sel(L=L).mean()),
+                     "max_abs_z": float(np.abs(ds.z_score.sel(L=L)).max()),
+                     "share_within_2se": float((np.abs(ds.z_score.sel(L=L)) <= 2).mean())}
+            for L in ds.L.values}
+    zl = ds.z_score_limit
     return {
         "thresholds": rows,
         "max_abs_threshold_z": float(np.abs(z_thr).max()) if z_thr.size else float("nan"),
-        "max_abs_exponent_z": float(np.abs(ds.z_score).max()),
-        "share_exponents_within_2se": float((np.abs(ds.z_score) <= 2).mean()),
+        "by_L": by_l,
+        "coarse_L": int(ds.L.values[0]),
+        "fine_L": int(ds.L.values[1]),
+        "max_abs_limit_z": float(np.abs(zl).max()),
+        "share_limit_within_2se": float((np.abs(zl) <= 2).mean()),
+        "mean_limit_z": float(zl.mean()),
         "thresholds_agree": bool(z_thr.size and np.all(np.abs(z_thr) < AGREE_Z) and none_match),
         "threshold_falls_with_r": bool(falls),
         "n_traj": int(ds.n_traj.values.max()),
-        "L": int(knob_attr(ds, "L")),
         "T": float(knob_attr(ds, "T")),
         "gap0": float(knob_attr(ds, "gap0")),
         "largest_gap": float(ds.gap_max.max()),
@@ -179,25 +224,31 @@ def summary(ds) -> dict:
 
 
 def plot(ds):
-    """Left: the measured exponents at -1 against beta with the exact ones, one colour per r
-    (d the largest).  Right: beta_c(d, r) against r, theory curves and measured points."""
+    """Left: for the smallest d, the exponents at -1 against beta, measured at both depth
+    scales (open and filled markers) and extrapolated (with 2-standard-error bars), over the
+    exact ones, one colour per r.  Right: beta_c(d, r) against r, theory curves and the
+    thresholds measured from the extrapolated exponents."""
     import matplotlib.pyplot as plt
 
     from ..style import palette
 
     colours = palette(ds.r.size)
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(9.6, 3.9))
     d_show = int(ds.d.values[0])
+    coarse, fine = (int(v) for v in ds.L.values)
     for colour, r in zip(colours, ds.r.values):
         sub = ds.sel(d=d_show, r=r)
-        ax.errorbar(sub.beta, sub.exponent, yerr=2 * sub.exponent_se, fmt="o", ms=3,
+        ax.plot(sub.beta, sub.exponent.sel(L=coarse), "o", ms=3, mfc="none", color=colour)
+        ax.errorbar(sub.beta, sub.exponent_limit, yerr=2 * sub.exponent_limit_se, fmt="o", ms=3,
                     color=colour, capsize=2, lw=1, label=f"r = {r:g}")
         ax.plot(sub.beta, sub.exponent_theory, color=colour, lw=1.2)
+    ax.plot([], [], "o", ms=3, mfc="none", color="0.4", label=f"measured at L = {coarse}")
+    ax.plot([], [], "o", ms=3, color="0.4", label=f"extrapolated from L = {coarse}, {fine}")
     ax.axhline(0.0, color="0.4", lw=0.8)
     ax.set_xlabel(r"$\beta$")
-    ax.set_ylabel(r"exponent $\lambda$ of $\log(1 + Z)$ at $-1$")
+    ax.set_ylabel(r"exponent $\lambda_-$ of $\log(1 + Z)$ at $-1$")
     ax.set_title(f"d = {d_show}: -1 attracts where the exponent is negative", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     for marker, d in zip("os^v", ds.d.values):
         axb.plot(ds.r_fine, ds.beta_c_fine.sel(d=d), color="0.3", lw=1.2)
         sub = ds.sel(d=d)
@@ -209,6 +260,6 @@ def plot(ds):
     axb.set_title("antipodal threshold of an erf block", fontsize=10)
     axb.legend(fontsize=8)
     n = int(ds.n_traj.values.max())
-    return laid_out(fig, f"Odd feedforward block: the threshold (L = {int(knob_attr(ds, 'L'))}, "
-                         f"t = {float(knob_attr(ds, 'T')):g} from 1 + Z = "
-                         f"{float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories per point)")
+    return laid_out(fig, f"Odd feedforward block: the threshold (t = {float(knob_attr(ds, 'T')):g} "
+                         f"from 1 + Z = {float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories "
+                         f"per point)")
