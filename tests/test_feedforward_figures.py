@@ -67,3 +67,19 @@ def test_an_even_part_makes_minus_one_an_entrance_for_every_split(act):
     for m1, m2 in ((1, 1), (2, 1), (3, 5)):
         b = feedforward.boundary_at_minus_one(2.0, 4, 0.5, act, m1=m1, m2=m2)
         assert b["kind"] == "entrance" and b["drift"] > 0
+
+
+@pytest.mark.parametrize("act, first_d, least_r", [("erf", 12, 10), ("tanh", 15, 14),
+                                                   ("gelu", 31, 33)])
+def test_plus_one_repels_only_from_the_dimension_and_strength_the_chapter_gives(act, first_d, least_r):
+    def repels(d, r):
+        return feedforward.boundary_at_plus_one(1.0, d, r, act)["kind"] == "repelling"
+
+    huge = 1e7
+    assert not repels(first_d - 1, huge) and repels(first_d, huge)
+    # The strength needed, (d - 1) / c(d), falls towards 1 / (E phi'^2 - E phi^2) as d grows:
+    # "about" the chapter's integer (within 5%), and never below it by more than that.
+    assert not repels(10**6, 0.95 * least_r)
+    assert repels(10**6, 1.05 * least_r)
+    text = CHAPTER.read_text()
+    assert f"from $d = {first_d}$" in text and f"{least_r} ({act if act != 'gelu' else 'GELU'})" in text

@@ -79,6 +79,9 @@ ALLOWED: dict[str, dict[str, str]] = {
         "2 standard errors": "a criterion (within 2 standard errors), not a result"},
     "notebooks/fig8_horizons.md": {"0.25": "a setting: the smallest beta of the figure"},
     "notebooks/thm1_weak_convergence.md": {"0.58": "L^(-1/2) at L = 3, a closed form"},
+    "notebooks/ff_pairs.md": {
+        "99.7%": "the share of a normal law within 3 standard deviations, for reference",
+        "2 standard errors": "a criterion (within 2 standard errors), not a result"},
 }
 
 

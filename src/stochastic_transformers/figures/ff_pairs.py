@@ -5,8 +5,9 @@ strength :math:`r` (:class:`stochastic_transformers.config.ModelConfig`, ``ff_*`
 depth limit the block adds :math:`r\,\kappa(\langle x_i, x_j\rangle)` to the noise kernel
 (:mod:`stochastic_transformers.feedforward`), and at :math:`Z = -1` the overlap's drift
 becomes :math:`2r(d-1)E[\varphi_{\rm even}(g)^2]`: with ReLU or GELU (which have an even part)
-an exact antipodal pair is never reached, while an odd activation (erf) keeps it reachable
-and makes it more likely.  The figure draws the fraction of pairs within ``tol`` of -1 at
+-1 is an entrance boundary and can no longer be the pair's limit, while with an odd activation
+(erf) it stays a fixed point that attracts above a threshold, lowered by the block for
+d <= 11.  The figure draws the fraction of pairs within ``tol`` of -1 at
 time T against beta, for r in ``rs`` and each activation, over the limit's probability of
 the same event (:func:`stochastic_transformers.feedforward.antipodal_at`), and how close
 to -1 the pairs come (a low quantile of :math:`1 + Z_T`).
@@ -123,15 +124,33 @@ work = trajectory_layer_work("activations", "rs", "betas")
 cost = cost_function(__name__)
 
 
+#: Two-sided Poisson p-value below which the count of near-antipodal pairs with an
+#: even-part block disagrees with the limit's expectation (false-alarm rate 0.1%).
+COUNT_ALPHA = 1e-3
+
+
+def _poisson_two_sided(observed: int, expected: float) -> float:
+    """Two-sided p-value of ``observed`` for a Poisson law of mean ``expected`` (the sum
+    of the probabilities no larger than that of ``observed``)."""
+    from scipy import stats
+
+    if expected <= 0.0:
+        return 1.0 if observed == 0 else 0.0
+    k = np.arange(0, int(max(observed, expected) * 4 + 50))
+    pmf = stats.poisson.pmf(k, expected)
+    return float(min(1.0, pmf[pmf <= stats.poisson.pmf(observed, expected) * (1 + 1e-9)].sum()))
+
+
 def summary(ds) -> dict:
     """Numbers the notebook quotes: the agreement with the limit (largest deviation, shares
-    within 2 and 3 standard errors, mean deviation, over the points where theory or
-    simulation is non-zero), the antipodal pairs counted with each activation at r > 0, the
-    closest approach to -1 with a block with an even part, and the verdicts
-    ``even_part_forbids`` (no pair within tol of -1 at any r > 0 for ReLU and GELU, as the
-    limit predicts when its probability is below one pair in the run) and
-    ``odd_block_raises`` (erf at the largest r has more antipodal pairs than r = 0 at every
-    beta above the largest threshold, beyond 3 standard errors of the difference)."""
+    within 2 and 3 standard errors, mean deviation, over the points where the limit's
+    probability exceeds 1e-6 or the count is not zero); for the activations with an even
+    part and r > 0, the pairs counted within ``tol`` of -1 against the limit's expectation
+    (a Poisson test, ``even_counts_match`` at :data:`COUNT_ALPHA`), whether the limit's
+    long-time probability of -1 is zero for all of them (``even_long_zero``) and the
+    closest approach by r; and the verdict ``odd_block_raises`` (erf at the largest r has
+    more antipodal pairs than r = 0 at every beta at or above beta_c(d), beyond 3 standard
+    errors of the difference, ``odd_gain_min_z`` the smallest margin)."""
     z = ds.z_score
     informative = ((ds.p_theory > 1e-6) | (ds.n_antipodal > 0)).values
     zi = z.values[informative]
@@ -151,28 +170,34 @@ def summary(ds) -> dict:
         "T": float(knob_attr(ds, "T")),
         "d": int(knob_attr(ds, "d")),
         "tol": float(knob_attr(ds, "tol")),
+        "r_max": float(ds.r.max()),
         "antipodal_with_block": {str(a): int(blocked.n_antipodal.sel(activation=a).sum())
                                  for a in ds.activation.values},
         "theory_with_block": {str(a): float((blocked.p_theory.sel(activation=a)
                                              * blocked.n_traj.sel(activation=a)).sum())
                               for a in ds.activation.values},
     }
-    if even:
-        out["closest_even"] = float(blocked.gap_low.sel(activation=even).min())
-        expected = float((blocked.p_theory.sel(activation=even)
-                          * blocked.n_traj.sel(activation=even)).sum())
-        out["even_part_forbids"] = bool(
-            int(blocked.n_antipodal.sel(activation=even).sum()) == 0 and expected < 1.0)
-    if odd and ds.r.size > 1:
+    if even and blocked.r.size:
+        sub = blocked.sel(activation=even)
+        observed = int(sub.n_antipodal.sum())
+        expected = float((sub.p_theory * sub.n_traj).sum())
+        out["even_observed"] = observed
+        out["even_expected"] = expected
+        out["even_count_p"] = _poisson_two_sided(observed, expected)
+        out["even_counts_match"] = out["even_count_p"] > COUNT_ALPHA
+        out["even_long_zero"] = bool(np.all(sub.p_long.values == 0.0))
+        out["closest_even_by_r"] = {float(r): float(sub.gap_low.sel(r=r).min())
+                                    for r in sub.r.values}
+    if odd and 0.0 in ds.r.values and ds.r.size > 1:
         top = ds.sel(activation=odd[0], r=ds.r.max())
-        base = ds.sel(activation=odd[0], r=0.0) if 0.0 in ds.r.values else None
-        if base is not None:
-            above = ds.beta.values >= float(feedforward.critical_beta(out["d"], 0.0, odd[0]))
-            diff = (top.p_antipodal - base.p_antipodal).values[above]
-            se = np.sqrt((top.p_antipodal * (1 - top.p_antipodal) / top.n_traj
-                          + base.p_antipodal * (1 - base.p_antipodal) / base.n_traj).values[above])
-            out["odd_gain_min_z"] = float(np.min(diff / np.maximum(se, 1e-12))) if diff.size else float("nan")
-            out["odd_block_raises"] = bool(diff.size and out["odd_gain_min_z"] > 3.0)
+        base = ds.sel(activation=odd[0], r=0.0)
+        above = ds.beta.values >= float(feedforward.critical_beta(out["d"], 0.0, str(odd[0])))
+        diff = (top.p_antipodal - base.p_antipodal).values[above]
+        se = np.sqrt((top.p_antipodal * (1 - top.p_antipodal) / top.n_traj
+                      + base.p_antipodal * (1 - base.p_antipodal) / base.n_traj).values[above])
+        out["odd_activation"] = str(odd[0])
+        out["odd_gain_min_z"] = float(np.min(diff / np.maximum(se, 1e-12))) if diff.size else float("nan")
+        out["odd_block_raises"] = bool(diff.size and out["odd_gain_min_z"] > 3.0)
     return out
 
 

@@ -513,9 +513,9 @@ def summary(ds) -> dict:
 
 
 #: Seconds of simulation per trajectory-layer of the literal model (the unit of
-#: :func:`work`): 2.57 M trajectory-layers a second per core, measured on long runs on the
-#: project's 2-core machine (the book's Reproducing page, "Measured costs").
-SECONDS_PER_WORK = 3.9e-7
+#: :func:`work`), measured on the committed paper run (results/universality_paper.nc: its
+#: cell time over its trajectory-layers, on the project's 2-core machine).
+SECONDS_PER_WORK = 3.56e-7
 #: A layer of the Gaussian overlap chain in units of a literal layer: the chain runs
 #: 11-12.5 M trajectory-layers a second per core on the same machine, against 2.57 M.
 CHAIN_LAYER_WORK = 0.22
