@@ -232,13 +232,15 @@ def plot(ds):
             if r == 0 and act != acts[0]:
                 continue
             sub = ds.sel(activation=act, r=r)
-            ax.semilogy(sub.beta, sub.gap_low, marker=marker, ms=3, lw=0.8, color=colour,
-                        label=f"{act}" if r == ds.r.values[-1] else None)
+            # r = 0 is the paper's model, whatever the activation: its own marker.
+            ax.semilogy(sub.beta, sub.gap_low, marker="x" if r == 0 else marker, ms=3, lw=0.8,
+                        color=colour,
+                        label="no block" if r == 0 else (f"{act}" if r == ds.r.values[-1] else None))
     ax.axhline(float(knob_attr(ds, "tol")), color="0.4", ls="--", lw=0.8)
     ax.set_title(f"closest pairs: {LOW_QUANTILE:.0%} quantile", fontsize=10)
     ax.set_ylabel(r"$1 + Z_T$")
     ax.set_xlabel(r"$\beta$")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="center right")
     n = int(ds.n_traj.values.max())
     return laid_out(fig, f"Two tokens with a feedforward block (d = {int(knob_attr(ds, 'd'))}, "
                          f"L = {int(knob_attr(ds, 'L'))}, T = {float(knob_attr(ds, 'T')):g}, "

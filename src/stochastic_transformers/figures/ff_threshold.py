@@ -233,7 +233,7 @@ def plot(ds):
     from ..style import palette
 
     colours = palette(ds.r.size)
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(9.6, 3.9))
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(9.6, 4.4))
     d_show = int(ds.d.values[0])
     coarse, fine = (int(v) for v in ds.L.values)
     for colour, r in zip(colours, ds.r.values):
@@ -248,7 +248,7 @@ def plot(ds):
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel(r"exponent $\lambda_-$ of $\log(1 + Z)$ at $-1$")
     ax.set_title(f"d = {d_show}: -1 attracts where the exponent is negative", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.24))
     for marker, d in zip("os^v", ds.d.values):
         axb.plot(ds.r_fine, ds.beta_c_fine.sel(d=d), color="0.3", lw=1.2)
         sub = ds.sel(d=d)
