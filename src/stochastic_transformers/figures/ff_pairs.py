@@ -116,8 +116,9 @@ def _finish(ds, scale):
 
 
 #: Seconds of simulation per trajectory-layer (the unit of :func:`work`), measured on the
-#: project's 2-core machine (ff_width 8: 2m + 18 random numbers a layer).
-SECONDS_PER_WORK = 1.5e-6
+#: committed paper run (results/ff_pairs_paper.nc: its cell time over its trajectory-layers,
+#: on the project's 2-core machine; r = 0 cells run the block-free chain and cost less).
+SECONDS_PER_WORK = 9.0e-7
 
 work = trajectory_layer_work("activations", "rs", "betas")
 

@@ -100,9 +100,10 @@ def _finish(ds, scale):
     return ds
 
 
-#: Seconds per trajectory-layer of the literal N-token map with the block (N = 8, d = 4,
-#: width 8), measured on the project's 2-core machine.
-SECONDS_PER_WORK = 4e-6
+#: Seconds per trajectory-layer of the N-token maps (the literal map with the block, the
+#: d*N or literal map without), measured on the committed paper run
+#: (results/ff_tokens_paper.nc, on the project's 2-core machine).
+SECONDS_PER_WORK = 1.85e-6
 
 work = trajectory_layer_work("n_tokens", "activations", "rs", "betas")
 
