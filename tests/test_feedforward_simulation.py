@@ -171,3 +171,33 @@ def test_one_chain_step_has_the_limit_drift_and_variance(act, split):
         dev2 = (dz - dz.mean()) ** 2
         z_var = (dev2.mean() - s2 / L) / (dev2.std(ddof=1) / math.sqrt(n))
         assert abs(z_mean) < Z_MAX and abs(z_var) < Z_MAX, (z0, z_mean, z_var)
+
+
+@pytest.mark.parametrize("act", ["relu", "erf"])
+def test_the_mean_overlap_after_a_short_time_follows_the_limit_drift(act):
+    # Over one layer the drift is buried in the noise; over t = 0.05 (20 layers at L = 400)
+    # the mean overlap moves by mu t, and E[Z_t] = z0 + mu t + (t^2 / 2)(mu mu' + s^2 mu'' / 2)
+    # + O(t^3) + O(1/L).  100,000 trajectories resolve the block's part of mu: the drift
+    # without the block is rejected where the block changes it.
+    from stochastic_transformers import feedforward
+
+    d, beta, r, L, t, n = 4, 1.5, 2.0, 400, 0.05, 100_000
+    model = ModelConfig(d=d, beta=beta, ff_strength=r, ff_width=8, ff_activation=act)
+
+    def predicted(z0, strength):
+        def mu(z):
+            return feedforward.coefficients(z, beta, d, strength, act)[0]
+        step = 1e-4
+        m, up, down = mu(z0), mu(z0 + step), mu(z0 - step)
+        s2 = feedforward.coefficients(z0, beta, d, strength, act)[1]
+        slope, curve = (up - down) / (2 * step), (up - 2 * m + down) / step**2
+        return z0 + m * t + 0.5 * t * t * (m * slope + 0.5 * s2 * curve)
+
+    rejected = 0
+    for z0 in (-0.6, 0.0, 0.6):
+        ds = simulate(model, RunConfig(n_tokens=2, n_traj=n, L=L, T=t, seed=7, z0=z0))
+        z = ds.one_plus_overlap.values - 1.0
+        se = z.std(ddof=1) / math.sqrt(n)
+        assert abs(z.mean() - predicted(z0, r)) < Z_MAX * se, z0
+        rejected += abs(z.mean() - predicted(z0, 0.0)) > Z_MAX * se
+    assert rejected >= 2
