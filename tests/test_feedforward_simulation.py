@@ -155,7 +155,7 @@ def test_same_seed_same_bits_whatever_the_threads_and_the_cut(method, n_tokens):
 @pytest.mark.parametrize("split", [None, (2, 1)])
 def test_one_chain_step_has_the_limit_drift_and_variance(act, split):
     # One layer at L = 2000 from a fixed overlap: E[dZ] = mu(Z)/L and Var[dZ] = s^2(Z)/L up to
-    # O(1/L) relative corrections (odd moments of the Gaussian noise vanish), far below the
+    # O(1/L) relative corrections (odd moments of the symmetric noise vanish), far below the
     # 4.5 standard errors allowed here (200,000 draws).
     from stochastic_transformers import feedforward
 

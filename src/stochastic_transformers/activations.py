@@ -33,7 +33,7 @@ from ._jit import JIT
 
 #: The activations, in the order of their integer codes in the compiled kernels.
 ACTIVATIONS = ("relu", "gelu", "erf", "tanh", "identity")
-#: The odd ones: an odd activation keeps exact antipodal pairs reachable (book chapter
+#: The odd ones: with an odd activation -1 stays a fixed point that can attract a pair (book chapter
 #: "Feedforward blocks").
 ODD_ACTIVATIONS = ("erf", "tanh", "identity")
 

@@ -125,6 +125,9 @@ work = trajectory_layer_work("activations", "rs", "betas")
 cost = cost_function(__name__)
 
 
+#: Limit probability above which a point counts as informative (with any point where a pair
+#: was counted): below it both the limit and the run are essentially zero.
+INFORMATIVE_P = 1e-6
 #: Two-sided Poisson p-value below which the count of near-antipodal pairs with an
 #: even-part block disagrees with the limit's expectation (false-alarm rate 0.1%).
 COUNT_ALPHA = 1e-3
@@ -153,9 +156,16 @@ def summary(ds) -> dict:
     more antipodal pairs than r = 0 at every beta at or above beta_c(d), beyond 3 standard
     errors of the difference, ``odd_gain_min_z`` the smallest margin)."""
     z = ds.z_score
-    informative = ((ds.p_theory > 1e-6) | (ds.n_antipodal > 0)).values
+    informative = ((ds.p_theory > INFORMATIVE_P) | (ds.n_antipodal > 0)).values
     zi = z.values[informative]
     blocked = ds.sel(r=ds.r[ds.r > 0])
+    # All points together: counted pairs against the limit's expectation, in binomial
+    # standard errors (a systematic deficit shows here before it shows point by point).
+    p_all = ds.p_theory.values[informative]
+    n_all = ds.n_traj.broadcast_like(ds.p_theory).values[informative]
+    total_observed = float(ds.n_antipodal.values[informative].sum())
+    total_expected = float((p_all * n_all).sum())
+    total_se = float(np.sqrt((p_all * (1 - p_all) * n_all).sum()))
     even = [a for a in ds.activation.values if feedforward.even_part_energy(str(a)) > 0]
     odd = [a for a in ds.activation.values if feedforward.even_part_energy(str(a)) == 0]
     n_traj = int(ds.n_traj.values.max())
@@ -165,6 +175,12 @@ def summary(ds) -> dict:
         "share_within_3se": float((np.abs(zi) <= 3).mean()) if zi.size else float("nan"),
         "mean_z": float(zi.mean()) if zi.size else float("nan"),
         "n_informative": int(informative.sum()),
+        "informative_p": INFORMATIVE_P,
+        "mean_z_se": float(zi.std(ddof=1) / np.sqrt(zi.size)) if zi.size > 1 else float("nan"),
+        "total_observed": total_observed,
+        "total_expected": total_expected,
+        "total_z": (total_observed - total_expected) / total_se if total_se > 0 else 0.0,
+        "total_relative": total_observed / total_expected - 1.0 if total_expected > 0 else 0.0,
         "n_points": int(z.size),
         "n_traj": n_traj,
         "L": int(knob_attr(ds, "L")),
@@ -183,6 +199,7 @@ def summary(ds) -> dict:
         observed = int(sub.n_antipodal.sum())
         expected = float((sub.p_theory * sub.n_traj).sum())
         out["even_observed"] = observed
+        out["even_pairs_total"] = int(sub.n_traj.sum())
         out["even_expected"] = expected
         out["even_count_p"] = _poisson_two_sided(observed, expected)
         out["even_counts_match"] = out["even_count_p"] > COUNT_ALPHA
@@ -197,6 +214,7 @@ def summary(ds) -> dict:
         se = np.sqrt((top.p_antipodal * (1 - top.p_antipodal) / top.n_traj
                       + base.p_antipodal * (1 - base.p_antipodal) / base.n_traj).values[above])
         out["odd_activation"] = str(odd[0])
+        out["beta_c_no_block"] = float(feedforward.critical_beta(out["d"], 0.0, str(odd[0])))
         out["odd_gain_min_z"] = float(np.min(diff / np.maximum(se, 1e-12))) if diff.size else float("nan")
         out["odd_block_raises"] = bool(diff.size and out["odd_gain_min_z"] > 3.0)
     return out

@@ -8,8 +8,13 @@ overlap, and near it :math:`\log(1 + Z)` moves like a Brownian motion with drift
 The discrete chain measures :math:`\lambda` directly: start two tokens at
 :math:`1 + Z_0 = ` ``gap0`` (far inside the linear regime; the chain keeps its relative
 precision there) and average :math:`[\log(1 + Z_t) - \log(1 + Z_0)]/t` over trajectories.
-The simulated threshold is the root of a straight line fitted to the measured exponents
-around their change of sign, with its standard error by the delta method.
+A layer's noise is symmetric (:math:`(V, W_2) \to (-V, -W_2)` leaves its law unchanged), so
+its odd moments vanish and the measured exponent differs from the limit's by :math:`O(1/L)`:
+it is measured at two depth scales ``Ls`` :math:`= (L, 4L)` and extrapolated,
+:math:`\hat\lambda = (4\hat\lambda_{4L} - \hat\lambda_L)/3` (Richardson), with the
+standard errors propagated.  The simulated threshold is the root of a straight line fitted to
+the extrapolated exponents around their change of sign, with its standard error by the delta
+method.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-r"""Feedforward blocks, N tokens: no antipodal pairs with ReLU, balanced splits with erf (ours).
+r"""Feedforward blocks, N tokens: no antipodal pairs with ReLU, more with erf (ours).
 
 N tokens, Gaussian values, :math:`B = I`, softmax, d = 4, through the literal N-token map
 with a random feedforward block of strength r (:mod:`stochastic_transformers.kernels.feedforward`).
@@ -149,6 +149,7 @@ def summary(ds) -> dict:
     blocked = ds.sel(r=r_block)
     if even:
         out["even_pairs"] = int(blocked.n_antipodal_pair.sel(activation=even).sum())
+        out["even_configs"] = int(blocked.n_traj.sel(activation=even).sum())
         out["even_single_min"] = float(blocked.p_single.sel(activation=even).min())
         out["even_block_no_pairs"] = out["even_pairs"] == 0
     if odd:
