@@ -553,7 +553,7 @@ def boundary_at_minus_one(beta, d, r, activation, m1=1, m2=1, attention="softmax
 
     * :math:`\mu(-1) > 0` (an activation with a nonzero even part and :math:`r > 0`, or an
       unbalanced split): :math:`1 + Z` is near -1 a squared Bessel process of dimension
-      :math:`d - 1`; ``"entrance"`` for :math:`d \ge 3` (never reached: exact antipodal
+      :math:`d - 1`; ``"entrance"`` for :math:`d \ge 3` (never reached and never the limit: antipodal
       pairs do not form, whatever :math:`\beta`), ``"reflecting"`` for :math:`d = 2`
       (reached and left at once).  Never attracting.
     * :math:`\mu(-1) = 0` (balanced split, and an odd activation or :math:`r = 0`): -1 is a
@@ -912,9 +912,11 @@ def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
     rounding.
 
     As :math:`t \to \infty` it tends to :func:`antipodal_probability` when -1 attracts.  With
-    an activation whose even part is nonzero, -1 is not reached: the overlap hovers at
-    :math:`1 + Z` of order :math:`\mu(-1)/|\lambda|` while the attention holds the pair apart,
-    so ``tol`` below that depth is seldom met, and then +1 takes the pair.
+    an activation whose even part is nonzero, -1 is an entrance boundary and cannot be the
+    limit: above the attention's threshold the attention pushes a nearly antipodal pair
+    towards -1 and the block pushes it back, so the overlap hovers at :math:`1 + Z` of order
+    :math:`\mu(-1)/|\lambda|` (a depth that grows with r), ``tol`` below that depth is seldom
+    met, and eventually +1 takes the pair.
 
     Parameters
     ----------
