@@ -75,7 +75,7 @@ def test_plus_one_repels_only_from_the_dimension_and_strength_the_chapter_gives(
     def repels(d, r):
         return feedforward.boundary_at_plus_one(1.0, d, r, act)["kind"] == "repelling"
 
-    huge = 1e7
+    huge = 1e6
     assert not repels(first_d - 1, huge) and repels(first_d, huge)
     # The strength needed, (d - 1) / c(d), falls towards 1 / (E phi'^2 - E phi^2) as d grows:
     # "about" the chapter's integer (within 5%), and never below it by more than that.

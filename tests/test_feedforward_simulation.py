@@ -26,6 +26,7 @@ def _two_sample_z(a, b):
 
 @pytest.mark.parametrize("fields, name", [
     (dict(ff_strength=-0.1), "ff_strength"),
+    (dict(ff_strength=1e300), "ff_strength"),
     (dict(ff_strength=0.5, ff_width=0), "ff_width"),
     (dict(ff_strength=0.5, ff_activation="sigmoid"), "ff_activation"),
     (dict(ff_strength=0.5, kind="hybrid", epsilon=0.1), "feedforward"),

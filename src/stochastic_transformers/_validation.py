@@ -180,5 +180,9 @@ def check_whole_layers(T: float, L: int, name: str = "T", L_name: str = "L") -> 
 
 #: The attention types every module accepts (defined once; the others import these).
 ATTENTIONS = ("softmax", "unnormalized")
+#: Largest strength r of the feedforward block (relative to the value noise).  Far beyond any
+#: strength of interest (the figures use r <= 4); above about 1e150 the squared increments of
+#: a layer overflow.
+FF_STRENGTH_MAX = 1e6
 #: The scales of every figure, in order.
 SCALE_NAMES = ("smoke", "quick", "paper")

@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from ._validation import (ATTENTIONS, check_choice, check_int, check_real, check_whole_layers)
+from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, check_choice, check_int, check_real,
+                          check_whole_layers)
 from .activations import ACTIVATIONS
 
 #: Laws of the entries of V (uniform on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`, Rademacher
@@ -99,8 +100,9 @@ class ModelConfig:
         deviation of the entries of :math:`W, W'` (> 0), and the residual step (> 0;
         ``None`` means :math:`L^{-1/2}`).
     ff_strength : float
-        Strength :math:`r \ge 0` of the feedforward block relative to the value noise
-        (0: no block, the paper's model).
+        Strength :math:`r` of the feedforward block relative to the value noise, 0 to
+        :data:`~stochastic_transformers._validation.FF_STRENGTH_MAX` (0: no block, the
+        paper's model).
     ff_width : int
         Width :math:`m` of the block's hidden layer, 1 to :data:`MAX_FF_WIDTH` (the depth
         limit does not depend on it).
@@ -147,7 +149,7 @@ class ModelConfig:
         self._check_feedforward()
 
     def _check_feedforward(self):
-        _set(self, ff_strength=check_real("ff_strength", self.ff_strength, 0.0),
+        _set(self, ff_strength=check_real("ff_strength", self.ff_strength, 0.0, FF_STRENGTH_MAX),
              ff_width=check_int("ff_width", self.ff_width, 1, MAX_FF_WIDTH),
              ff_activation=check_choice("ff_activation", self.ff_activation, ACTIVATIONS))
         if self.ff_strength > 0.0 and self.kind != "stochastic":

@@ -126,7 +126,8 @@ from scipy import interpolate, special
 from . import theory
 from . import two_clusters
 from ._jit import JIT
-from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_real_array
+from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, check_choice, check_int, check_real,
+                          check_real_array)
 from .activations import ACTIVATIONS, ODD_ACTIVATIONS, code, evaluate, phi_sum
 from .kolmogorov import propagate
 
@@ -401,7 +402,7 @@ def _kernel_sum(v, activation):
 def _check_model(beta, d, r, activation, m1, m2, attention, sigma):
     beta = check_real("beta", beta, 0.0, BETA_MAX)
     d = check_int("d", d, 2)
-    r = check_real("r", r, 0.0)
+    r = check_real("r", r, 0.0, FF_STRENGTH_MAX)
     _check_activation(activation)
     m1 = check_int("m1", m1, 1)
     m2 = check_int("m2", m2, 1)
@@ -441,7 +442,7 @@ def block_coefficients(z, d, r, activation):
     """
     z = check_real_array("z", z, -1.0, 1.0)
     d = check_int("d", d, 2)
-    r = check_real("r", r, 0.0)
+    r = check_real("r", r, 0.0, FF_STRENGTH_MAX)
     _check_activation(activation)
     drift, diff2 = _block(z, d, r, activation)
     return _out(drift), _out(diff2)
@@ -649,7 +650,7 @@ def critical_beta(d, r, activation, attention="softmax", sigma=1.0):
     sigma : float > 0
     """
     d = check_int("d", d, 2)
-    r = check_real("r", r, 0.0)
+    r = check_real("r", r, 0.0, FF_STRENGTH_MAX)
     _check_activation(activation, ODD_ACTIVATIONS)
     check_choice("attention", attention, ATTENTIONS)
     sigma = check_real("sigma", sigma, 0.0, strict_min=True)
