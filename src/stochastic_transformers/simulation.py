@@ -39,13 +39,15 @@ from . import attention as _att
 from . import kernels
 from . import rng as _rng
 from .config import METHODS, MODEL_KINDS, VALUE_LAWS, ModelConfig, RunConfig
+from .kernels.tokens import dn_is_faster
 from .kernels.two_point import MERGE_ONE_MINUS_OVERLAP
 from .memory import check_memory
 from .random_attention import noise_clock
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
 #: sweep cache key.
-SIMULATION_CODE_VERSION = "2"  # 2: N >= 3 Gaussian tokens take the reduced path
+SIMULATION_CODE_VERSION = "3"  # 2: N >= 3 Gaussian tokens take the reduced path; 3: the
+                               # d*N path only where it is the faster (d >= 2N)
 #: Methods that can stop a trajectory early (the overlap chains).
 CHAIN_METHODS = ("overlap_chain", "cluster_chain", "reduced")
 
@@ -100,7 +102,7 @@ def resolve_method(model: ModelConfig, run: RunConfig) -> str:
     """The method that runs ``run`` through ``model``: ``run.method`` checked, or for
     ``auto`` the fastest exact one (the overlap chain for two tokens, the weighted chain for
     a ``split``, ``reduced`` for N >= 3 Gaussian tokens with B = identity, the d*N path for
-    other Gaussian requests with N < d, the literal map otherwise)."""
+    other Gaussian requests where it is the faster (d >= 2N), the literal map otherwise)."""
     method, kind = run.method, model.kind
     if kind == "random_attention":
         return _resolve_random_attention(method)
@@ -127,19 +129,21 @@ def resolve_method(model: ModelConfig, run: RunConfig) -> str:
         return "overlap_chain"
     if gaussian_b:
         return "reduced"
-    if gaussian_values and run.n_tokens < model.d:
+    if gaussian_values and dn_is_faster(run.n_tokens, model.d):
         return "gaussian_dn"
     return "literal"
 
 
 def full_method(n_tokens, d):
-    """The method ``auto`` chose for N Gaussian tokens before the two-cluster reduction:
-    the exact d*N path when N < d, the literal one otherwise (the same d^2 normals).
+    """The N-token method ``auto`` uses for N Gaussian tokens (also inside the reduced path
+    before a merge): the exact d*N path where it is the faster, d >= 2N
+    (:func:`~stochastic_transformers.kernels.tokens.dn_is_faster`), the literal one otherwise.
 
     Figures that measure the N-token map itself below the merge threshold (Figure 9's
-    clustering gap) pass it explicitly; its bits are those of every earlier release.
+    clustering gap) pass it explicitly.  Before code version 3 the rule was N < d: the
+    same method, hence the same bits, except for d < 2N with N < d (e.g. N = 3, d = 4).
     """
-    return "gaussian_dn" if n_tokens < d else "literal"
+    return "gaussian_dn" if dn_is_faster(n_tokens, d) else "literal"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,18 @@ from .._jit import JIT, JIT_PARALLEL
 from .common import Runner, given_tokens, record_gram, recorded, start_tokens
 
 _LAW_CODES = {"gaussian": 0, "uniform": 1, "rademacher": 2}
+
+
+def dn_is_faster(n_tokens: int, d: int) -> bool:
+    """Whether the d*N path beats the literal one for N Gaussian tokens in dimension d.
+
+    It draws d*min(d, N) normals a layer instead of d^2 but pays a QR factorisation of the
+    attention outputs; measured on the project's 2-core machine (benchmarks/bench_simulators.py
+    and repeated runs of both methods), it wins for N = 2 from d = 4 on and for N = 3 from
+    d = 6 on (by 20-60%), and at N >= 3 with d < 2N it is 5-18% slower (N = 3, d = 4: 14% in
+    the benchmark).  Near d = 2N the two are within the run-to-run spread.
+    """
+    return d >= 2 * n_tokens
 _SQRT3 = math.sqrt(3.0)
 
 

@@ -25,7 +25,7 @@ from .. import attention as _att
 from .._jit import JIT, JIT_PARALLEL
 from .common import (Runner, draw_pair_noise, given_tokens, half_angle_outputs, record_gram,
                      recorded, start_pair, start_tokens)
-from .tokens import layer_scratch, token_layer
+from .tokens import dn_is_faster, layer_scratch, token_layer
 
 #: Two tokens count as one point once their overlap rounds to 1 in double precision:
 #: :math:`1 - \langle x_i, x_j\rangle` (computed as :math:`|x_i - x_j|^2/2`, without
@@ -299,11 +299,11 @@ def _allocate_reduced(plan):
 
 
 def _run_reduced(plan, a, lo, hi):
-    # The d*N path when it draws fewer normals; ``snap`` always draws the whole V, so that
+    # The d*N path where it is the faster (dn_is_faster); ``snap`` always draws the whole V, so that
     # it consumes its random numbers exactly as method="literal" does, before and after a
     # merge (the d*N path's use of its normals depends on the rank of the attention
     # outputs, which a merge changes).
-    kind = 1 if (plan.n_tokens < plan.d and plan.method == "reduced") else 0
+    kind = 1 if (dn_is_faster(plan.n_tokens, plan.d) and plan.method == "reduced") else 0
     part = {name: arr[lo:hi] for name, arr in a.items()}
     _reduced_kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens,
                     plan.d, plan.n_layers, kind, plan.beta, plan.softmax, plan.B, plan.h,
