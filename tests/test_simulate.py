@@ -192,7 +192,9 @@ def test_auto_picks_the_fastest_exact_method():
     assert pick(n_tokens=3, split=(1, 2)) == "cluster_chain"
     assert pick(values="uniform") == "literal"
     assert pick(n_tokens=3, values="uniform") == "literal"
-    assert pick(n_tokens=3, B=np.diag([1.0, 2.0, 1.0, 1.0])) == "gaussian_dn"
+    # The d*N path where it is measured faster (d >= 2N), the literal map elsewhere.
+    assert pick(n_tokens=3, B=np.diag([1.0, 2.0, 1.0, 1.0])) == "literal"
+    assert pick(n_tokens=3, d=6, B=np.diag([1.0, 2.0, 1.0, 1.0, 1.0, 1.0])) == "gaussian_dn"
     assert pick(n_tokens=5, B=np.diag([1.0, 2.0, 1.0, 1.0])) == "literal"  # N >= d: d*N saves nothing
     assert pick(model="hybrid", epsilon=1.0) == "overlap_chain"
     assert pick(model="hybrid", epsilon=1.0, n_tokens=3) == "literal"
