@@ -129,7 +129,7 @@ from ._jit import JIT
 from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, check_choice, check_int, check_real,
                           check_real_array)
 from .activations import ACTIVATIONS, ODD_ACTIVATIONS, code, evaluate, phi_sum
-from .kolmogorov import propagate
+from .kolmogorov import log_gap_grid, propagate_probability
 
 __all__ = [
     "QUADRATURE_ORDER",
@@ -865,22 +865,10 @@ def _kolmogorov_y(ts, model, data, tol, h, v_min):
     is :math:`\log(2 - 10^{-8})`.  The indicator is cell-averaged and propagated by
     :func:`stochastic_transformers.kolmogorov.propagate` (L-stable Pade, rtol 1e-7).
     """
-    scale = data["drift"] / (model[1] - 1.0)
-    v_lo = min(1e-6 * scale if scale > 0 else 1e-30, 1e-6 * tol, 1e-3 * v_min)
-    v_lo = max(v_lo, 1e-290)
-    y_hi = math.log(2.0 - 1e-8)
-    n = int(math.ceil((y_hi - math.log(v_lo)) / h)) + 1
-    y = np.linspace(math.log(v_lo), y_hi, n)
-    dy = y[1] - y[0]
+    y, u0 = log_gap_grid(data["drift"] / (model[1] - 1.0), tol, v_min, h)
     mu, s2 = _coefficients_v(np.exp(y), *model)
-    u0 = np.clip((math.log(tol) - (y - 0.5 * dy)) / dy, 0.0, 1.0)
-    u0[-1] = 0.0
-    order = np.argsort(ts)
-    ab = _generator_y(y, mu, s2, top_absorbs=data["lam_plus"] < 0)
-    u = propagate(ab, u0, ts[order], 1e-7)
-    inv = np.empty_like(order)
-    inv[order] = np.arange(len(order))
-    return y, np.clip(u[:, inv], 0.0, 1.0)
+    return y, propagate_probability(_generator_y(y, mu, s2, top_absorbs=data["lam_plus"] < 0),
+                                    u0, ts)
 
 
 def _uniform_average(y, u, d):

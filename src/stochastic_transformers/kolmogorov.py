@@ -34,7 +34,7 @@ import numpy as np
 from scipy import linalg
 
 __all__ = ["banded_generator", "banded_matvec", "pade_poles", "pade_step", "propagate",
-           "solve_backward"]
+           "solve_backward", "log_gap_grid", "propagate_probability"]
 
 
 def banded_generator(h, mu, half_nu2):
@@ -217,3 +217,35 @@ def solve_backward(u0, xs, ts, mu, half_nu2, rtol):
     """
     ab = banded_generator(xs[1] - xs[0], mu, half_nu2)
     return propagate(ab, np.asarray(u0, dtype=float), ts, rtol)
+
+
+def log_gap_grid(depth_scale, tol, v_min, h):
+    r"""The grid in :math:`y = \log(1 + Z)` of a probability :math:`P(1 + Z_t \le \mathrm{tol})`
+    and its initial values, for the overlap of two points near -1.
+
+    The bottom :math:`v_{lo}` lies a factor 1e6 below the depth ``depth_scale`` at which
+    the overlap hovers when -1 is not a fixed point (1e-30 when it is, ``depth_scale`` <= 0),
+    below ``tol`` and a factor 1e3 below the smallest start ``v_min`` (never below 1e-290);
+    the top is :math:`\log(2 - 10^{-8})`.  The initial values are the indicator of
+    :math:`y \le \log\mathrm{tol}` averaged over each cell, and 0 at the top (absorbing).
+    Returns ``(y, u0)``.
+    """
+    v_lo = min(1e-6 * depth_scale if depth_scale > 0 else 1e-30, 1e-6 * tol, 1e-3 * v_min)
+    v_lo = max(v_lo, 1e-290)
+    y_hi = math.log(2.0 - 1e-8)
+    n = int(math.ceil((y_hi - math.log(v_lo)) / h)) + 1
+    y = np.linspace(math.log(v_lo), y_hi, n)
+    dy = y[1] - y[0]
+    u0 = np.clip((math.log(tol) - (y - 0.5 * dy)) / dy, 0.0, 1.0)  # cell averages
+    u0[-1] = 0.0
+    return y, u0
+
+
+def propagate_probability(ab, u0, ts, rtol=1e-7):
+    """:func:`propagate` at the times ``ts`` in any order: columns in the order of ``ts``,
+    clipped to [0, 1] (a probability)."""
+    order = np.argsort(ts)
+    u = propagate(ab, u0, np.asarray(ts)[order], rtol)
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    return np.clip(u[:, inv], 0.0, 1.0)

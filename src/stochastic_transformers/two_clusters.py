@@ -39,7 +39,7 @@ import numpy as np
 
 from . import theory
 from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_real_array
-from .kolmogorov import propagate
+from .kolmogorov import log_gap_grid, propagate_probability
 
 
 def _check_split(beta, d, m1, m2, attention, sigma):
@@ -244,20 +244,8 @@ def _check_persistence_args(beta, d, m1, m2, attention, sigma, tol, h, t):
 
 def _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, h, v_min):
     """u(t_k, y_i) on the grid of step ``h`` in y = log(1 + Z); returns (y, u (n_y, n_t))."""
-    scale = hovering_scale(beta, m1, m2, attention=attention)
-    v_lo = min(1e-6 * scale if scale > 0 else 1e-30, 1e-6 * tol, 1e-3 * v_min)
-    v_lo = max(v_lo, 1e-290)
-    y_hi = math.log(2.0 - 1e-8)
-    n = int(math.ceil((y_hi - math.log(v_lo)) / h)) + 1
-    y = np.linspace(math.log(v_lo), y_hi, n)
-    dy = y[1] - y[0]
-    u0 = np.clip((math.log(tol) - (y - 0.5 * dy)) / dy, 0.0, 1.0)  # cell averages
-    u0[-1] = 0.0
-    order = np.argsort(ts)
-    u = propagate(_generator_y(y, beta, d, m1, m2, attention, sigma), u0, ts[order], 1e-7)
-    inv = np.empty_like(order)
-    inv[order] = np.arange(len(order))
-    return y, np.clip(u[:, inv], 0.0, 1.0)
+    y, u0 = log_gap_grid(hovering_scale(beta, m1, m2, attention=attention), tol, v_min, h)
+    return y, propagate_probability(_generator_y(y, beta, d, m1, m2, attention, sigma), u0, ts)
 
 
 def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax", sigma=1.0,

@@ -48,7 +48,7 @@ from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
 from .common import Runner, half_angle_outputs, recorded, start_pair, start_tokens
 from .tokens import _LAW_CODES, _value_entry, allocate_tokens, assemble_tokens, init_mode
-from .two_point import MERGE_ONE_MINUS_OVERLAP
+from .two_point import MERGE_ONE_MINUS_OVERLAP, record_two_point
 
 #: Random directions of the two-point chain's update: Vu, Vw, xi, zeta.
 _N_DIRECTIONS = 4
@@ -251,16 +251,6 @@ def ff_pair_layer(state, s, c, kappa, rho, weights, act, d, a, b, plane, bartlet
     return _att.half_angles(cos_part, _wedge(y1, v))
 
 
-@nb.njit(**JIT)
-def _record_pair(rec_gram, rec_opo, ptr, labels, s, c, merged):
-    n_tok = labels.size
-    z = 1.0 if merged else c * c - s * s
-    for i in range(n_tok):
-        for j in range(n_tok):
-            rec_gram[ptr, i, j] = 1.0 if (merged or labels[i] == labels[j]) else z
-    rec_opo[ptr] = 2.0 if merged else 2.0 * c * c
-
-
 @nb.njit(**JIT_PARALLEL)
 def _ff_chain_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, kappa, rho, act,
                      width, s0, c0, mode, rec_layers, rec_gram, rec_opo, s_out, c_out,
@@ -288,7 +278,7 @@ def _ff_chain_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, k
         stop = 0 if merged else -1
         ptr = 0
         while ptr < rec_layers.size and rec_layers[ptr] == 0:
-            _record_pair(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
             ptr += 1
         layer = 1
         while layer <= n_layers and not merged:
@@ -299,11 +289,11 @@ def _ff_chain_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, k
             if merged:
                 stop = layer
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                _record_pair(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+                record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
                 ptr += 1
             layer += 1
         while ptr < rec_layers.size:
-            _record_pair(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
             ptr += 1
         s_out[t] = 0.0 if merged else s
         c_out[t] = 1.0 if merged else c

@@ -40,7 +40,7 @@ MERGE_ONE_MINUS_OVERLAP = 2.0**-53
 MERGE_CHECK_EVERY = 4
 
 @nb.njit(**JIT)
-def _record_two_point(rec_gram, rec_opo, ptr, labels, s, c, one_point):
+def record_two_point(rec_gram, rec_opo, ptr, labels, s, c, one_point):
     """Gram matrix and 1 + (smallest overlap) of a one- or two-point state into record ``ptr``."""
     n_tok = labels.size
     z = 1.0 if one_point else c * c - s * s
@@ -70,7 +70,7 @@ def _two_point_layers(state, s, c, m1, m2, layer0, n_layers, d, beta, softmax, k
                                            _att.cluster_pair_weights(s, beta, softmax, m1, m2), z)
         merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
         while ptr < rec_layers.size and rec_layers[ptr] == layer:
-            _record_two_point(rec_gram, rec_opo, ptr, labels, s, c, merged)
+            record_two_point(rec_gram, rec_opo, ptr, labels, s, c, merged)
             ptr += 1
         if merged:
             return s, c, ptr, layer, True
@@ -96,7 +96,7 @@ def _cluster_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, ka
         merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
         ptr = 0
         while ptr < rec_layers.size and rec_layers[ptr] == 0:
-            _record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
             ptr += 1
         stop = 0 if merged else -1
         if not merged:
@@ -105,7 +105,7 @@ def _cluster_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, ka
                 state, s, c, m1, m2, 0, n_layers, d, beta, softmax, kappa, s_stop, c_stop,
                 labels, rec_layers, ptr, rec_gram[t], rec_opo[t], z)
         while ptr < rec_layers.size:
-            _record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
             ptr += 1
         s_out[t] = 0.0 if merged else s
         c_out[t] = 1.0 if merged else c
@@ -238,9 +238,9 @@ def _reduced_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, beta, softma
                 merge_c[t] = 1.0
                 stop = at
             while ptr < rec_layers.size:
-                _record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
+                record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
                 ptr += 1
-            _record_two_point(gram_out[t:t + 1], opo_out[t:t + 1], 0, labels, s, c, merged)
+            record_two_point(gram_out[t:t + 1], opo_out[t:t + 1], 0, labels, s, c, merged)
         stopped_layer[t] = stop
 
 
