@@ -48,7 +48,7 @@ from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
 from .common import Runner, half_angle_outputs, recorded, start_pair, start_tokens
 from .tokens import _LAW_CODES, _value_entry, allocate_tokens, assemble_tokens, init_mode
-from .two_point import MERGE_ONE_MINUS_OVERLAP, record_two_point
+from .two_point import MERGE_ONE_MINUS_OVERLAP, finish_two_point, record_two_point
 
 #: Random directions of the two-point chain's update: Vu, Vw, xi, zeta.
 _N_DIRECTIONS = 4
@@ -292,11 +292,8 @@ def _ff_chain_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, k
                 record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
                 ptr += 1
             layer += 1
-        while ptr < rec_layers.size:
-            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
-            ptr += 1
-        s_out[t] = 0.0 if merged else s
-        c_out[t] = 1.0 if merged else c
+        s_out[t], c_out[t] = finish_two_point(rec_gram[t], rec_opo[t], ptr, rec_layers, labels,
+                                              s, c, merged)
         merged_layer[t] = stop
 
 

@@ -50,6 +50,15 @@ def record_two_point(rec_gram, rec_opo, ptr, labels, s, c, one_point):
     rec_opo[ptr] = 2.0 if one_point else 2.0 * c * c
 
 @nb.njit(**JIT)
+def finish_two_point(rec_gram, rec_opo, ptr, rec_layers, labels, s, c, merged):
+    """Fill the records left from ``ptr`` with the final state; return the final (s, c), a
+    merged pair as (0, 1)."""
+    while ptr < rec_layers.size:
+        record_two_point(rec_gram, rec_opo, ptr, labels, s, c, merged)
+        ptr += 1
+    return (0.0, 1.0) if merged else (s, c)
+
+@nb.njit(**JIT)
 def _two_point_layers(state, s, c, m1, m2, layer0, n_layers, d, beta, softmax, kappa, s_stop,
                       c_stop, labels, rec_layers, ptr, rec_gram, rec_opo, z):
     """Advance a two-point state (m1 tokens at y1, m2 at y2) from layer ``layer0`` on.
@@ -104,11 +113,8 @@ def _cluster_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, ka
             s, c, ptr, stop, merged = _two_point_layers(
                 state, s, c, m1, m2, 0, n_layers, d, beta, softmax, kappa, s_stop, c_stop,
                 labels, rec_layers, ptr, rec_gram[t], rec_opo[t], z)
-        while ptr < rec_layers.size:
-            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
-            ptr += 1
-        s_out[t] = 0.0 if merged else s
-        c_out[t] = 1.0 if merged else c
+        s_out[t], c_out[t] = finish_two_point(rec_gram[t], rec_opo[t], ptr, rec_layers, labels,
+                                              s, c, merged)
         stopped_layer[t] = stop
 
 @nb.njit(**JIT)
