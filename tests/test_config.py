@@ -36,7 +36,12 @@ def test_a_model_config_is_frozen_hashable_and_compares_by_value():
     (dict(d=3, beta=1.0, kind="random_attention", n_heads=0), "n_heads"),
     (dict(d=3, beta=1.0, kind="random_attention", sigma_qk=-1.0), "sigma_qk"),
     (dict(d=3, beta=1.0, kind="random_attention", eta=0.0), "eta"),
-    (dict(d=3, beta=1.0, kind="random_attention", values="uniform"), "softmax"),
+    (dict(d=3, beta=1.0, kind="random_attention", values="uniform"), "values"),
+    (dict(d=3, beta=1.0, kind="random_attention", attention="unnormalized"), "softmax"),
+    (dict(d=3, beta=1.0, kind="random_attention", qk_law="uniform"), "qk_law"),
+    (dict(d=3, beta=1.0, kind="random_attention", mean_v=(1.0, 2.0)), "mean_v"),
+    (dict(d=3, beta=1.0, kind="random_attention", mean_qk=2e3), "mean_qk"),
+    (dict(d=3, beta=1.0, mean_v=0.5), "mean_v"),
 ])
 def test_a_bad_model_field_is_named(fields, name):
     with pytest.raises(ValueError, match=name):

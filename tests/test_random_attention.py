@@ -133,7 +133,11 @@ def test_fewer_random_numbers():
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(n_heads=0), "n_heads"),
-    (dict(sigma_qk=0.0), "sigma_qk"),
+    (dict(sigma_qk=-1.0), "sigma_qk"),
+    (dict(qk_law="uniform"), "qk_law"),
+    (dict(mean_v=np.ones((3, 3))), "mean_v"),
+    (dict(mean_qk=float("nan")), "mean_qk"),
+    (dict(values="rademacher", method="subspace"), "Gaussian fluctuations"),
     (dict(eta=-1.0), "eta"),
     (dict(attention="unnormalized"), "softmax"),
     (dict(values="uniform"), "gaussian"),
@@ -148,7 +152,8 @@ def test_bad_combinations_are_refused(kwargs, match):
                                     model="random_attention", **kwargs))
 
 
-@pytest.mark.parametrize("kwargs", [dict(n_heads=2), dict(sigma_qk=0.5), dict(eta=0.1)])
+@pytest.mark.parametrize("kwargs", [dict(n_heads=2), dict(sigma_qk=0.5), dict(eta=0.1),
+                                    dict(mean_v=0.5), dict(qk_law="rademacher")])
 def test_random_attention_knobs_belong_to_that_model(kwargs):
     with pytest.raises(ValueError, match="random_attention"):
         simulate(*configs_from_flat(n_tokens=3, d=4, beta=1.0, n_traj=2, L=4, T=1, **kwargs))

@@ -32,6 +32,11 @@ from .activations import ACTIVATIONS
 #: Laws of the entries of V (uniform on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`, Rademacher
 #: :math:`\pm\sigma`).
 VALUE_LAWS = ("gaussian", "uniform", "rademacher")
+#: Laws of the entries of the random-attention model's V, W and W' (Rademacher: :math:`\pm`
+#: the standard deviation).
+RANDOM_ATTENTION_LAWS = ("gaussian", "rademacher")
+#: Largest absolute entry of the random-attention model's mean matrices E V and E A.
+MEAN_MAX = 1e3
 #: The layer maps: the paper's stochastic model (eq. 4), its hybrid model (eq. 7), and the
 #: follow-up's random keys, queries and values.
 MODEL_KINDS = ("stochastic", "hybrid", "random_attention")
@@ -64,9 +69,10 @@ class ModelConfig:
     :math:`w_{n+1} = 1/L + \varepsilon\,\xi_{n+1}/\sqrt L` (:math:`\varepsilon = 0` is the
     deterministic attention flow).  Random-attention model (the follow-up of Koubbi,
     Geshkovski and Rigollet; :mod:`stochastic_transformers.random_attention`): ``n_heads``
-    heads with, in every layer and head, fresh Gaussian :math:`V_h` (entries
-    :math:`N(0,\sigma^2)`) and :math:`A_h = W_h W_h'^\top` (entries
-    :math:`N(0,\sigma_{qk}^2)`), and residual step ``eta``.
+    heads with, in every layer and head, fresh :math:`V_h = \bar V + \sigma Z_h` and
+    :math:`A_h = \bar A + W_h W_h'^\top` (:math:`Z_h, W_h, W'_h` of i.i.d. centred entries of
+    variances 1, :math:`\sigma_{qk}^2`, :math:`\sigma_{qk}^2`; means
+    :math:`\bar V, \bar A`, zero in the follow-up's Gaussian case), and residual step ``eta``.
 
     Feedforward block (ours, the book's chapter "Feedforward blocks"; stochastic model
     only): with ``ff_strength`` :math:`r > 0` every layer adds a random two-layer
@@ -98,7 +104,16 @@ class ModelConfig:
     n_heads, sigma_qk, eta
         Random-attention model only: heads per layer (1 to :data:`MAX_HEADS`), the standard
         deviation of the entries of :math:`W, W'` (> 0), and the residual step (> 0;
-        ``None`` means :math:`L^{-1/2}`).
+        ``None`` means :math:`L^{-1/2}`).  ``sigma`` and ``sigma_qk`` may be 0 in this
+        model (V or A equal to its mean).
+    mean_v, mean_qk
+        Random-attention model only: the means :math:`\bar V = E V_h` and
+        :math:`\bar A = E A_h`, a number c (the matrix :math:`cI`) or a (d, d) nested
+        sequence, entries at most :data:`MEAN_MAX` in absolute value (0: the follow-up's
+        centred case, no attention drift).
+    qk_law : {"gaussian", "rademacher"}
+        Random-attention model only: the law of the entries of :math:`W_h, W'_h`
+        (``values`` gives that of :math:`Z_h`: "gaussian" or "rademacher").
     ff_strength : float
         Strength :math:`r` of the feedforward block relative to the value noise, 0 to
         :data:`~stochastic_transformers._validation.FF_STRENGTH_MAX` (0: no block, the
@@ -121,6 +136,9 @@ class ModelConfig:
     n_heads: int = 1
     sigma_qk: float = 1.0
     eta: float | None = None
+    mean_v: float | tuple = 0.0
+    mean_qk: float | tuple = 0.0
+    qk_law: str = "gaussian"
     ff_strength: float = 0.0
     ff_width: int = 16
     ff_activation: str = "relu"
@@ -129,12 +147,14 @@ class ModelConfig:
         _set(self, d=check_int("d", self.d, 2), beta=check_real("beta", self.beta, 0.0),
              attention=check_choice("attention", self.attention, ATTENTIONS),
              values=check_choice("values", self.values, VALUE_LAWS),
-             sigma=check_real("sigma", self.sigma, 0.0, strict_min=True),
              kind=check_choice("model", self.kind, MODEL_KINDS),
              epsilon=check_real("epsilon", self.epsilon, 0.0))
         if self.kind != "hybrid" and self.epsilon != 0.0:
             raise ValueError(f"epsilon must be 0 for model={self.kind!r} (it is the hybrid "
                              f"model's noise level); got {self.epsilon}")
+        # V may equal its mean only in the random-attention model (elsewhere V is centred).
+        _set(self, sigma=check_real("sigma", self.sigma, 0.0,
+                                    strict_min=self.kind != "random_attention"))
         if self.B is not None:
             B = np.array(self.B, dtype=float)
             if B.shape != (self.d, self.d) or not np.all(np.isfinite(B)):
@@ -143,9 +163,11 @@ class ModelConfig:
             _set(self, B=tuple(tuple(float(v) for v in row) for row in B))
         if self.kind == "random_attention":
             self._check_random_attention()
-        elif self.n_heads != 1 or self.sigma_qk != 1.0 or self.eta is not None:
-            raise ValueError("n_heads, sigma_qk and eta belong to model='random_attention'; "
-                             f"got model={self.kind!r}")
+        elif (self.n_heads != 1 or self.sigma_qk != 1.0 or self.eta is not None
+              or self.qk_law != "gaussian" or not (_is_zero(self.mean_v)
+                                                   and _is_zero(self.mean_qk))):
+            raise ValueError("n_heads, sigma_qk, eta, mean_v, mean_qk and qk_law belong to "
+                             f"model='random_attention'; got model={self.kind!r}")
         self._check_feedforward()
 
     def _check_feedforward(self):
@@ -163,15 +185,36 @@ class ModelConfig:
 
     def _check_random_attention(self):
         _set(self, n_heads=check_int("n_heads", self.n_heads, 1, MAX_HEADS),
-             sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0, strict_min=True))
+             sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0),
+             qk_law=check_choice("qk_law", self.qk_law, RANDOM_ATTENTION_LAWS),
+             mean_v=_mean_field("mean_v", self.mean_v, self.d),
+             mean_qk=_mean_field("mean_qk", self.mean_qk, self.d))
         if self.eta is not None:
             _set(self, eta=check_real("eta", self.eta, 0.0, strict_min=True))
-        if self.attention != "softmax" or self.values != "gaussian":
-            raise ValueError("model='random_attention' is the follow-up's Gaussian model: it "
-                             "needs attention='softmax' and values='gaussian'")
+        if self.attention != "softmax":
+            raise ValueError("model='random_attention' is the follow-up's softmax model: it "
+                             f"needs attention='softmax'; got {self.attention!r}")
+        if self.values not in RANDOM_ATTENTION_LAWS:
+            raise ValueError("model='random_attention' takes values in "
+                             f"{RANDOM_ATTENTION_LAWS}; got {self.values!r}")
         if self.B is not None:
             raise ValueError("model='random_attention' draws its own key-query matrices every "
                              "layer: B and split do not apply")
+
+    @property
+    def mean_v_matrix(self) -> np.ndarray:
+        """:math:`\bar V = E V_h` as a (d, d) array."""
+        return _mean_matrix(self.mean_v, self.d)
+
+    @property
+    def mean_qk_matrix(self) -> np.ndarray:
+        """:math:`\bar A = E A_h` as a (d, d) array."""
+        return _mean_matrix(self.mean_qk, self.d)
+
+    @property
+    def gaussian_fluctuations(self) -> bool:
+        """Whether the random-attention weights fluctuate by Gaussian entries (V and W, W')."""
+        return self.values == "gaussian" and self.qk_law == "gaussian"
 
     @property
     def b_matrix(self) -> np.ndarray:
@@ -185,6 +228,31 @@ class ModelConfig:
     def eta_for(self, L: int) -> float:
         """The random-attention residual step for ``L`` layers per unit time."""
         return 1.0 / math.sqrt(L) if self.eta is None else self.eta
+
+
+def _is_zero(mean) -> bool:
+    return not isinstance(mean, (tuple, list, np.ndarray)) and mean == 0.0
+
+
+def _mean_field(name, value, d):
+    """A mean matrix field: a number c (for cI) as a float, a (d, d) matrix as a tuple of
+    tuples (hashable), both finite with entries at most MEAN_MAX in absolute value."""
+    if isinstance(value, (tuple, list, np.ndarray)):
+        try:
+            m = np.array(value, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number or a ({d}, {d}) array of numbers") from None
+        if m.shape != (d, d) or not np.all(np.isfinite(m)) or np.abs(m).max() > MEAN_MAX:
+            raise ValueError(f"{name} must be a number or a finite ({d}, {d}) array with entries "
+                             f"in [-{MEAN_MAX:g}, {MEAN_MAX:g}]; got shape {m.shape}")
+        return tuple(tuple(float(x) for x in row) for row in m)
+    return check_real(name, value, -MEAN_MAX, MEAN_MAX)
+
+
+def _mean_matrix(mean, d):
+    if isinstance(mean, tuple):
+        return np.array(mean, dtype=float)
+    return mean * np.eye(d)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -55,11 +55,18 @@ __all__ = ["simulate", "resolve_method", "full_method", "SIMULATION_CODE_VERSION
            "MERGE_ONE_MINUS_OVERLAP", "METHODS", "MODEL_KINDS", "VALUE_LAWS"]
 
 
-def _resolve_random_attention(method):
+def _resolve_random_attention(model, method):
     if method not in ("auto", "literal", "subspace"):
-        raise ValueError("model='random_attention' runs with method 'auto' (= 'subspace', "
-                         f"the exact subspace reductions) or 'literal'; got {method!r}")
-    return "subspace" if method == "auto" else method
+        raise ValueError("model='random_attention' runs with method 'auto' (= 'subspace' for "
+                         "Gaussian weights, 'literal' otherwise) or 'literal'; got "
+                         f"{method!r}")
+    if method == "subspace" and not model.gaussian_fluctuations:
+        raise ValueError("method='subspace' needs Gaussian fluctuations (values='gaussian', "
+                         "qk_law='gaussian'): its reductions use their rotation invariance; "
+                         "use 'literal'")
+    if method == "auto":
+        return "subspace" if model.gaussian_fluctuations else "literal"
+    return method
 
 
 def _resolve_feedforward(model, run):
@@ -105,7 +112,7 @@ def resolve_method(model: ModelConfig, run: RunConfig) -> str:
     other Gaussian requests where it is the faster (d >= 2N), the literal map otherwise)."""
     method, kind = run.method, model.kind
     if kind == "random_attention":
-        return _resolve_random_attention(method)
+        return _resolve_random_attention(model, method)
     if model.has_feedforward:
         return _resolve_feedforward(model, run)
     if method == "subspace":
@@ -313,6 +320,8 @@ def _dataset(plan, data, stopped, wall_time_s):
                         ff_activation=model.ff_activation)
     if model.kind == "random_attention":
         ds.attrs.update(n_heads=model.n_heads, sigma_qk=model.sigma_qk, eta=plan.eta,
+                        qk_law=model.qk_law, mean_v=repr(model.mean_v),
+                        mean_qk=repr(model.mean_qk),
                         noise_clock=noise_clock(plan.n_layers, plan.eta, model.sigma,
                                                 model.n_heads))
     return ds

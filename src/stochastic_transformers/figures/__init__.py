@@ -85,6 +85,8 @@ REGISTRY: dict[str, str] = {
     "homog_meet": "homog_meet",
     "homog_logistic": "homog_logistic",
     "homog_simplex": "homog_simplex",
+    "homog_limits": "homog_limits",
+    "homog_rate": "homog_rate",
 }
 
 from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)

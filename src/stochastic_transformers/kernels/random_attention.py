@@ -38,29 +38,85 @@ def _softmax_rows(s):
 
 
 @nb.njit(inline="always", **JIT)
-def _fill_normal(state, m, scale):
-    """Entries of ``m`` (row by row) from ``scale`` times standard normals of ``state``."""
+def _fill(state, m, scale, rademacher):
+    """Entries of ``m`` (row by row): ``scale`` times standard normals of ``state``, or
+    ``scale`` times random signs (one bit of a 64-bit draw each) if ``rademacher``."""
     for a in range(m.shape[0]):
         for b in range(m.shape[1]):
-            m[a, b] = scale * _rng.normal(state)
+            if rademacher:
+                m[a, b] = scale if (_rng.next_u64(state) >> np.uint64(63)) != 0 else -scale
+            else:
+                m[a, b] = scale * _rng.normal(state)
 
 
 @nb.njit(inline="always", **JIT)
-def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, w, wp, v, p, q, pi, mh, u):
+def _mean_scores(x, mean_qk, beta, ax, s0):
+    """``s0[i, j]`` = beta <Abar x_i, x_j>, the scores' mean part (``ax`` is scratch)."""
+    n, d = x.shape
+    for i in range(n):
+        for a in range(d):
+            acc = 0.0
+            for b in range(d):
+                acc += mean_qk[a, b] * x[i, b]
+            ax[i, a] = acc
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for a in range(d):
+                acc += ax[i, a] * x[j, a]
+            s0[i, j] = beta * acc
+
+
+@nb.njit(inline="always", **JIT)
+def _add_attended(pi, x, msum):
+    """``msum[i] += sum_j pi[i, j] x_j``: one head's attention outputs, summed over heads."""
+    n, d = x.shape
+    for i in range(n):
+        for a in range(d):
+            acc = 0.0
+            for j in range(n):
+                acc += pi[i, j] * x[j, a]
+            msum[i, a] += acc
+
+
+@nb.njit(inline="always", **JIT)
+def _add_mean_values(x, mean_v, scale_mean, msum, u):
+    """``x_i += scale_mean * Vbar msum_i`` (the mean value matrix on the summed outputs);
+    ``u`` is scratch.  Applied before the fluctuations are added, on the layer's tokens."""
+    n, d = x.shape
+    for i in range(n):
+        for a in range(d):
+            acc = 0.0
+            for b in range(d):
+                acc += mean_v[a, b] * msum[i, b]
+            u[i, a] = scale_mean * acc
+
+
+@nb.njit(inline="always", **JIT)
+def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk, has_mean,
+                  mean_v, mean_qk, scale_mean, w, wp, v, p, q, pi, mh, u, s0, msum, um):
     """One layer with every matrix drawn in full, in place on ``x`` (N, d).
 
-    Per head, in this order: W, W' (entries N(0, sigma_qk^2)), V (standard normal entries;
-    ``scale_v`` = eta sigma / H carries the rest).  Scores
-    :math:`\\beta\\langle W W'^\\top x_i, x_j\\rangle = \\beta (W'^\\top x_i)\\cdot(W^\\top x_j)`.
+    Per head, in this order: W, W' (entries of standard deviation sigma_qk), Z (entries of
+    variance 1; ``scale_v`` = eta sigma / H carries the rest), Gaussian or, with ``rad_qk``,
+    ``rad_v``, Rademacher.  Scores :math:`\\beta\\langle (\\bar A + W W'^\\top) x_i, x_j\\rangle
+    = \\beta\\langle\\bar A x_i, x_j\\rangle + \\beta (W'^\\top x_i)\\cdot(W^\\top x_j)`; with
+    ``has_mean`` the mean part ``scale_mean`` :math:`\\bar V\\sum_h m_h(x_i)` (scale_mean =
+    eta / H) is added too.  Without means the arithmetic is the centred model's, bit for bit.
     """
     n, d = x.shape
     for i in range(n):
         for a in range(d):
             u[i, a] = 0.0
+    if has_mean:
+        _mean_scores(x, mean_qk, beta, um, s0)
+        for i in range(n):
+            for a in range(d):
+                msum[i, a] = 0.0
     for _head in range(n_heads):
-        _fill_normal(state, w, sigma_qk)
-        _fill_normal(state, wp, sigma_qk)
-        _fill_normal(state, v, 1.0)   # 1.0 * g is g exactly: the same bits as a bare draw
+        _fill(state, w, sigma_qk, rad_qk)
+        _fill(state, wp, sigma_qk, rad_qk)
+        _fill(state, v, 1.0, rad_v)   # 1.0 * g is g exactly: the same bits as a bare draw
         for i in range(n):           # p_i = W'^T x_i, q_i = W^T x_i
             for b in range(d):
                 acc_p = 0.0
@@ -76,6 +132,10 @@ def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, w, wp, v, p, q, pi
                 for b in range(d):
                     acc += p[i, b] * q[j, b]
                 pi[i, j] = beta * acc
+        if has_mean:
+            for i in range(n):
+                for j in range(n):
+                    pi[i, j] += s0[i, j]
         _softmax_rows(pi)
         for i in range(n):
             for a in range(d):
@@ -83,24 +143,37 @@ def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, w, wp, v, p, q, pi
                 for j in range(n):
                     acc += pi[i, j] * x[j, a]
                 mh[i, a] = acc
+        if has_mean:
+            for i in range(n):
+                for a in range(d):
+                    msum[i, a] += mh[i, a]
         for i in range(n):
             for a in range(d):
                 acc = 0.0
                 for b in range(d):
                     acc += v[a, b] * mh[i, b]
                 u[i, a] += acc
-    for i in range(n):
-        for a in range(d):
-            x[i, a] += scale_v * u[i, a]
+    if has_mean:
+        _add_mean_values(x, mean_v, scale_mean, msum, um)
+        for i in range(n):
+            for a in range(d):
+                x[i, a] += um[i, a] + scale_v * u[i, a]
+    else:
+        for i in range(n):
+            for a in range(d):
+                x[i, a] += scale_v * u[i, a]
     _att.normalize_rows(x)
 
 
 @nb.njit(inline="always", **JIT)
-def layer_subspace(state, x, n_heads, beta_qk, scale_v, xt, c, hv, lw, y, mk, tmp, pi, stack,
-                   hv2, rf, z):
+def layer_subspace(state, x, n_heads, beta, beta_qk, scale_v, has_mean, mean_v, mean_qk,
+                   scale_mean, xt, c, hv, lw, y, mk, tmp, pi, stack, hv2, rf, z, s0, msum, um):
     """One layer through the exact subspace reductions (module docstring), in place on ``x``.
 
-    ``beta_qk`` = beta sigma_qk^2, ``scale_v`` = eta sigma / H.  Per head it draws the
+    ``beta_qk`` = beta sigma_qk^2, ``scale_v`` = eta sigma / H.  With ``has_mean`` the
+    scores gain beta <Abar x_i, x_j> and the tokens scale_mean Vbar sum_h m_h(x_i), as in
+    :func:`layer_literal` (the means act on the full space, the fluctuations' reductions
+    are unchanged).  Per head it draws the
     Bartlett factor (diagonal chi variables, then the strictly lower entries row by row)
     and Y; then Z for the values of all heads.  The other arrays are scratch space:
     xt (d, N), c (k, N), hv (d,), lw, y, mk (k, k), tmp (k, N), pi (N, N),
@@ -112,6 +185,11 @@ def layer_subspace(state, x, n_heads, beta_qk, scale_v, xt, c, hv, lw, y, mk, tm
         for a in range(d):
             xt[a, i] = x[i, a]
     _att.householder_r(xt, c, hv)  # X^T = Q C: c_i are the coordinates of x_i
+    if has_mean:
+        _mean_scores(x, mean_qk, beta, um, s0)
+        for i in range(n):
+            for a in range(d):
+                msum[i, a] = 0.0
     for head in range(n_heads):
         for a in range(k):
             lw[a, a] = _rng.sqrt_chi2(state, d - a)
@@ -138,7 +216,13 @@ def layer_subspace(state, x, n_heads, beta_qk, scale_v, xt, c, hv, lw, y, mk, tm
                 for a in range(k):
                     acc += c[a, i] * tmp[a, j]
                 pi[i, j] = beta_qk * acc
+        if has_mean:
+            for i in range(n):
+                for j in range(n):
+                    pi[i, j] += s0[i, j]
         _softmax_rows(pi)
+        if has_mean:
+            _add_attended(pi, x, msum)
         base = head * k
         for a in range(k):           # coordinates of m_{h,i} = sum_j pi_ij c_j
             for i in range(n):
@@ -151,6 +235,11 @@ def layer_subspace(state, x, n_heads, beta_qk, scale_v, xt, c, hv, lw, y, mk, tm
     for a in range(d):
         for e in range(kv):
             z[a, e] = _rng.normal(state)
+    if has_mean:
+        _add_mean_values(x, mean_v, scale_mean, msum, um)
+        for i in range(n):
+            for a in range(d):
+                x[i, a] += um[i, a]
     for i in range(n):
         for a in range(d):
             acc = 0.0
@@ -162,7 +251,8 @@ def layer_subspace(state, x, n_heads, beta_qk, scale_v, xt, c, hv, lw, y, mk, tm
 
 @nb.njit(**JIT_PARALLEL)
 def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, sigma, sigma_qk,
-            eta, x0, init_mode, z0, rec_layers, rec_gram, x_out):
+            eta, rad_v, rad_qk, has_mean, mean_v, mean_qk, x0, init_mode, z0, rec_layers,
+            rec_gram, x_out):
     """Run ``n`` trajectories (global indices first..first+n-1) of the random-attention model.
 
     ``init_mode`` as :func:`.common.init_tokens`.  Records the
@@ -172,6 +262,7 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
     hk = n_heads * k
     kv = min(hk, n_tok)
     scale_v = eta * sigma / n_heads
+    scale_mean = eta / n_heads
     for t in nb.prange(n):
         state, x = start_tokens(key0, key1, first + t, n_tok, d, init_mode, x0[t], z0)
         # Every scratch array is allocated whatever the method (once per trajectory, and
@@ -195,15 +286,20 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
         rf = np.empty((kv, n_tok))
         z = np.empty((d, kv))
         pi = np.empty((n_tok, n_tok))
+        s0 = np.empty((n_tok, n_tok))
+        msum = np.empty((n_tok, d))
+        um = np.empty((n_tok, d))
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
                 if literal:
-                    layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, w, wp, v, p, q,
-                                  pi, mh, u)
+                    layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk,
+                                  has_mean, mean_v, mean_qk, scale_mean, w, wp, v, p, q, pi,
+                                  mh, u, s0, msum, um)
                 else:
-                    layer_subspace(state, x, n_heads, beta * sigma_qk * sigma_qk, scale_v, xt,
-                                   c, hv, lw, y, mk, tmp, pi, stack, hv2, rf, z)
+                    layer_subspace(state, x, n_heads, beta, beta * sigma_qk * sigma_qk,
+                                   scale_v, has_mean, mean_v, mean_qk, scale_mean, xt, c, hv,
+                                   lw, y, mk, tmp, pi, stack, hv2, rf, z, s0, msum, um)
             while ptr < rec_layers.size and rec_layers[ptr] == layer:
                 record_gram(rec_gram[t, ptr], x)
                 ptr += 1
@@ -213,9 +309,13 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
 
 
 def _run(plan, a, lo, hi):
+    model = plan.model
+    mean_v, mean_qk = model.mean_v_matrix, model.mean_qk_matrix
+    has_mean = bool(np.any(mean_v != 0.0) or np.any(mean_qk != 0.0))
     _kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens, plan.d,
             plan.n_layers, plan.n_heads, plan.method == "literal", plan.beta, plan.sigma,
-            plan.sigma_qk, plan.eta, a["x0"][lo:hi], init_mode(plan),
+            plan.sigma_qk, plan.eta, model.values == "rademacher", model.qk_law == "rademacher",
+            has_mean, mean_v, mean_qk, a["x0"][lo:hi], init_mode(plan),
             0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi], a["x"][lo:hi])
 
 

@@ -1,0 +1,250 @@
+r"""The follow-up's Theorem 1 rate, measured: the weak error of the non-centred chain against the step.
+
+The model is the turning group of :mod:`.homog_limits` (d = 3, four fixed tokens, one head,
+:math:`\bar A = I` exactly, :math:`\bar V = vI + wJ`) at a fixed horizon :math:`t_L = \eta L`,
+with :math:`\eta = 2^{-k}` and the observable :math:`\varphi(X) = \frac1N\sum_i\langle x_i, e_1\rangle`
+at :math:`t_L`.  Two regimes of the follow-up's Theorem 1:
+
+*ODE II regime* (no noise, :math:`\sigma = 0`: the case :math:`\alpha = 0` of the bound
+:math:`Ce^{Ct_L}\eta(t_L+1)\max(\eta,\alpha)`).  The chain is deterministic, and its distance
+to ODE I, to ODE II in our form and to ODE II in the follow-up's printed form
+(:mod:`stochastic_transformers.limits`) is computed exactly.  The bound predicts order 2 for
+the modified equation; ODE I is first order.
+
+*Diffusive regime* (:math:`\alpha = \eta\sigma^2` fixed, so :math:`t_L\alpha` fixed).  The bound
+is :math:`O(\eta)` at fixed :math:`\alpha`.  The limit's :math:`E\varphi` has no closed form, so the
+order is read from the differences :math:`E\varphi(\eta) - E\varphi(\eta/2)` of independent runs,
+which are :math:`C\eta/2 + O(\eta^2)` when the error is :math:`C\eta + O(\eta^2)` (the fit's slope
+of log difference against log eta estimates the order, with a standard error from the
+runs').  The Richardson value :math:`2E\varphi(\eta/2) - E\varphi(\eta)` at the smallest steps is
+compared with the SDE of drift b (:func:`stochastic_transformers.limits.sde_paths` without the
+modified drift, at a fine step) as a check of the limit itself.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import simulate
+from ..config import ModelConfig, RunConfig
+from ..limits import ode_path, sde_paths
+from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
+                   resolve_scale)
+from .homog_limits import mean_value_matrix, start_tokens
+
+ID = "homog_rate"
+CELL_VERSION = "1"
+DESCRIPTION = ("non-centred random attention: the order of the weak error in eta at fixed t_L "
+               "(follow-up's Theorem 1), noise-free (ODE II) and diffusive")
+
+REGIMES = ("ode2", "diffusive")
+_BASE = dict(d=3, n_tokens=4, beta=1.0, attract=0.5, turn=1.0, t_final=2.0, noise_clock=0.25,
+             sde_step=1.0 / 512, seed=0)
+SCALES = {
+    "smoke": dict(_BASE, ks=(2, 3, 4), k_max_diffusive=4, n_traj=2000, sde_paths=500),
+    "quick": dict(_BASE, ks=(2, 3, 4, 5, 6, 7, 8, 9, 10), k_max_diffusive=6, n_traj=20_000,
+                  sde_paths=4000),
+    "paper": dict(_BASE, ks=(2, 3, 4, 5, 6, 7, 8, 9, 10), k_max_diffusive=7, n_traj=400_000,
+                  sde_paths=40_000),
+}
+KNOB_SCHEMA = {"ks": integers(1, 14), "k_max_diffusive": integer(2, 14), "d": integer(3, 16),
+               "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
+               "turn": real(-5.0, 5.0), "t_final": real(0.0, 64.0, strict_min=True),
+               "noise_clock": real(0.0, 16.0, strict_min=True),
+               "sde_step": real(0.0, 1.0, strict_min=True), "sde_paths": integer(2),
+               "n_traj": integer(2)}
+
+
+def _model(eta, sigma, d, beta, attract, turn):
+    return ModelConfig(d=d, beta=beta, kind="random_attention", eta=eta, sigma=sigma,
+                       sigma_qk=0.0, mean_qk=1.0, mean_v=mean_value_matrix(d, attract, turn))
+
+
+def cell(*, regime, k, n_traj, d, n_tokens, beta, attract, turn, t_final, noise_clock,
+         k_max_diffusive, seed):
+    """One (regime, eta = 2^-k): E phi(X_{t_final}) of the chain, and for the ODE II regime
+    the three ODE values."""
+    eta = 2.0 ** (-k)
+    layers = int(round(t_final / eta))
+    x0 = start_tokens(n_tokens, d)
+    nan = float("nan")
+    out = {"eta": eta, "layers": layers, "chain": nan, "chain_se": nan, "ode1": nan,
+           "ode2": nan, "ode2_printed": nan, "n_traj": 0}
+    if regime == "ode2":
+        model = _model(eta, 0.0, d, beta, attract, turn)
+        n = 1
+    else:
+        if k > k_max_diffusive:
+            return out
+        # alpha = eta sigma^2 with t_final * alpha = noise_clock
+        model = _model(eta, math.sqrt(noise_clock / (t_final * eta)), d, beta, attract, turn)
+        n = n_traj
+    ds = simulate(model, RunConfig(n_tokens=n_tokens, n_traj=n, L=layers, T=1.0, seed=seed,
+                                   x0=np.broadcast_to(x0, (n, n_tokens, d)).copy(),
+                                   n_threads=cell_threads()))
+    phi = ds.tokens.values[..., 0].mean(axis=-1)
+    out.update(chain=float(phi.mean()), n_traj=n,
+               chain_se=float(phi.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0)
+    if regime == "ode2":
+        t = [0.0, t_final]
+        out["ode1"] = float(ode_path(x0, model, t)[-1][:, 0].mean())
+        out["ode2"] = float(ode_path(x0, model, t, eta=eta)[-1][:, 0].mean())
+        out["ode2_printed"] = float(ode_path(x0, model, t, eta=eta, form="printed")[-1][:, 0].mean())
+    return out
+
+
+def _fit(eta, err, se=None):
+    """Least-squares slope of log|err| on log eta (weighted by the s.e. when given) and its
+    standard error (from the residuals when no s.e. is given)."""
+    x, y = np.log(eta), np.log(np.abs(err))
+    X = np.vstack([np.ones_like(x), x]).T
+    if se is None:
+        coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
+        dof = max(x.size - 2, 1)
+        s2 = float(res[0]) / dof if res.size else 0.0
+        cov = s2 * np.linalg.inv(X.T @ X)
+    else:
+        w = (np.abs(err) / se) ** 2
+        cov = np.linalg.inv(X.T @ (w[:, None] * X))
+        coef = cov @ (X.T @ (w * y))
+    return float(coef[1]), float(math.sqrt(max(cov[1, 1], 0.0)))
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (regime, k) sweep, then the SDE reference of the diffusive regime."""
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    grid = {"regime": list(REGIMES), "k": list(knobs["ks"])}
+    fixed = {k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract", "turn",
+                                   "t_final", "noise_clock", "k_max_diffusive")}
+    ds = figure_sweep(__name__, scale, grid, fixed=fixed, seed=knobs["seed"],
+                      scheduler=scheduler, cache_dir=cache_dir, progress=progress)
+    return _finish(ds, scale, knobs=knobs)
+
+
+def _finish(ds, scale, *, knobs):
+    """Errors and orders of both regimes, and the SDE reference."""
+    ode = ds.sel(regime="ode2")
+    for c in ("ode1", "ode2", "ode2_printed"):
+        ds[f"err_{c}"] = ode.chain - ode[c]
+    diff = ds.sel(regime="diffusive")
+    keep = np.isfinite(diff.chain.values)
+    ks = diff.k.values[keep]
+    phi, se = diff.chain.values[keep], diff.chain_se.values[keep]
+    ds = ds.assign_coords(k_pair=ks[:-1])
+    ds["diff_pair"] = (("k_pair",), phi[:-1] - phi[1:])       # E phi(eta) - E phi(eta / 2)
+    ds["diff_pair_se"] = (("k_pair",), np.hypot(se[:-1], se[1:]))
+    ds["richardson"] = (("k_pair",), 2.0 * phi[1:] - phi[:-1])
+    ds["richardson_se"] = (("k_pair",), np.hypot(2.0 * se[1:], se[:-1]))
+    # the limit SDE (drift b, no modified drift) by the fine weak scheme
+    x0 = start_tokens(knobs["n_tokens"], knobs["d"])
+    eta_ref = knobs["sde_step"]
+    t_final = knobs["t_final"]
+    model = _model(2.0 ** (-float(ks[-1])), math.sqrt(knobs["noise_clock"] / (t_final * 2.0 ** (-float(ks[-1])))),
+                   knobs["d"], knobs["beta"], knobs["attract"], knobs["turn"])
+    # the SDE's noise per unit time is eta sigma^2 (fixed): any eta with that product serves
+    paths = sde_paths(x0, model, model.eta, [0.0, t_final], knobs["sde_paths"],
+                      substeps=max(1, int(round(model.eta / eta_ref))), seed=knobs["seed"] + 7,
+                      drift_correction=False)[-1][..., 0].mean(axis=-1)
+    ds.attrs.update(sde_mean=float(paths.mean()),
+                    sde_se=float(paths.std(ddof=1) / math.sqrt(paths.size)),
+                    sde_step=float(model.eta / max(1, int(round(model.eta / eta_ref)))),
+                    scale=scale, figure=ID)
+    return ds
+
+
+#: Seconds per trajectory-layer of the diffusive runs (four tokens, d = 3), measured on the
+#: committed paper run.
+SECONDS_PER_WORK = 1.0e-6
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of the diffusive regime (the noise-free chain is one trajectory)."""
+    ks = [k for k in knobs["ks"] if k <= knobs["k_max_diffusive"]]
+    return float(knobs["n_traj"] * sum(knobs["t_final"] * 2 ** k for k in ks))
+
+
+def measured_work(ds):
+    knobs = {"n_traj": int(ds.n_traj.max()), "ks": [int(k) for k in ds.k.values],
+             "k_max_diffusive": int(ds.attrs.get("fixed_k_max_diffusive", max(ds.k.values))),
+             "t_final": float(ds.attrs["fixed_t_final"])}
+    return float(ds.attrs["cell_time_s"]), work(knobs)
+
+
+cost = cost_function(__name__)
+
+#: An order agrees with its prediction when within this many standard errors of it ...
+ORDER_Z = 3.0
+#: ... or, for the deterministic (noise-free) errors, whose fit's standard error only
+#: measures the curvature left in three points, within this distance.
+ORDER_TOL_DETERMINISTIC = 0.1
+
+
+def summary(ds) -> dict:
+    """Fitted orders of both regimes with their standard errors, against the predictions
+    (ODE I: 1, ODE II ours: 2, printed: 1 here, as c != 0; diffusive: 1), and the limit check."""
+    ode = ds.sel(regime="ode2")
+    eta = ode.eta.values
+    out = {"orders": {}}
+    # the three smallest steps of the noise-free chain: the asymptotic order (the larger
+    # steps are pre-asymptotic: the ratios of successive ODE II errors climb from 3.4 to 4)
+    tail = slice(-3, None)
+    for c, want in (("ode1", 1.0), ("ode2", 2.0), ("ode2_printed", 1.0)):
+        s, se = _fit(eta[tail], ds[f"err_{c}"].values[tail])
+        out["orders"][c] = dict(order=s, se=se, predicted=want,
+                                holds=bool(abs(s - want) <= max(ORDER_Z * se, ORDER_TOL_DETERMINISTIC)),
+                                err_smallest=float(abs(ds[f"err_{c}"].values[-1])))
+    etas_pair = 2.0 ** (-ds.k_pair.values.astype(float))
+    s, se = _fit(etas_pair, ds.diff_pair.values, ds.diff_pair_se.values)
+    out["orders"]["diffusive"] = dict(order=s, se=se, predicted=1.0,
+                                      holds=bool(abs(s - 1.0) <= ORDER_Z * se))
+    rich, rich_se = float(ds.richardson.values[-1]), float(ds.richardson_se.values[-1])
+    sde, sde_se = float(ds.attrs["sde_mean"]), float(ds.attrs["sde_se"])
+    out["limit"] = dict(richardson=rich, richardson_se=rich_se, sde=sde, sde_se=sde_se,
+                        z=(rich - sde) / math.hypot(rich_se, sde_se),
+                        sde_step=float(ds.attrs["sde_step"]))
+    out.update(eta_min_ode=float(eta.min()), eta_max=float(eta.max()),
+               eta_min_diffusive=float(2.0 ** -float(ds.k_pair.values.max() + 1)),
+               n_traj=int(ds.n_traj.max()), t_final=float(ds.attrs["fixed_t_final"]),
+               noise_clock=float(ds.attrs["fixed_noise_clock"]), order_z=ORDER_Z,
+               order_tol=ORDER_TOL_DETERMINISTIC,
+               all_hold=all(v["holds"] for v in out["orders"].values()))
+    return out
+
+
+def plot(ds):
+    """(a) noise-free errors against eta; (b) the diffusive differences against eta."""
+    import matplotlib.pyplot as plt
+
+    s = summary(ds)
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ode = ds.sel(regime="ode2")
+    eta = ode.eta.values
+    for c, mk, name in (("ode1", "o", "ODE I"), ("ode2", "s", "ODE II (ours)"),
+                        ("ode2_printed", "x", "ODE II (printed)")):
+        o = s["orders"][c]
+        ax.loglog(eta, np.abs(ds[f"err_{c}"].values), marker=mk, ls="-", lw=1,
+                  label=f"{name}: order {o['order']:.2f}")
+    for p, ls in ((1, ":"), (2, "--")):
+        ref = np.abs(ds["err_ode1"].values[0]) * (eta / eta[0]) ** p
+        ax.loglog(eta, ref, color="0.6", ls=ls, lw=0.8, label=fr"$\propto\eta^{p}$")
+    ax.set(xlabel=r"step $\eta$", ylabel=r"$|\varphi(X^\eta_{t_L}) - \varphi(Y_{t_L})|$",
+           title=f"noise-free chain, $t_L$ = {s['t_final']:g}")
+    ax.legend(fontsize=7)
+    etas_pair = 2.0 ** (-ds.k_pair.values.astype(float))
+    axb.errorbar(etas_pair, np.abs(ds.diff_pair.values), yerr=2 * ds.diff_pair_se.values,
+                 fmt="o", capsize=2, label=fr"$|E\varphi(\eta) - E\varphi(\eta/2)|$: order "
+                                          fr"{s['orders']['diffusive']['order']:.2f} $\pm$ "
+                                          f"{s['orders']['diffusive']['se']:.2f}")
+    ref = np.abs(ds.diff_pair.values[0]) * etas_pair / etas_pair[0]
+    axb.plot(etas_pair, ref, color="0.6", ls=":", lw=0.8, label=r"$\propto\eta$")
+    from matplotlib.ticker import NullFormatter
+
+    axb.set(xscale="log", yscale="log", xlabel=r"step $\eta$",
+            ylabel="difference of successive steps",
+            title=fr"diffusive: $t_L\alpha$ = {s['noise_clock']:g}, "
+                  f"{s['n_traj']:,} trajectories a step (bars 2 s.e.)")
+    axb.xaxis.set_minor_formatter(NullFormatter())
+    axb.legend(fontsize=7)
+    return laid_out(fig)

@@ -1,0 +1,267 @@
+r"""Limits of the non-centred random-attention model: the mean attention field, ODE I, ODE II, SDE.
+
+The follow-up's layer (:mod:`stochastic_transformers.random_attention`) with weight means
+:math:`\bar V = E V_h` and :math:`\bar A = E A_h` adds to token :math:`x_i` the increment
+:math:`\frac{\eta}{H}\sum_h B_{\theta_h}(x_i)`, :math:`B_\theta(x_i) = V m_A(x_i)`,
+:math:`m_A(x_i) = \sum_j \operatorname{softmax}_j(\beta\langle A x_i, x_j\rangle)\,x_j`.
+Its mean is the *mean attention field*
+
+.. math::
+
+    F_i(X) = E_\theta B_\theta(x_i) = \bar V\, E_A\, m_A(x_i)
+
+(V is independent of A), and the follow-up's drift is its tangent part
+:math:`b_i = P^\perp_{x_i} F_i` (its Section 3).  With :math:`\sigma_{qk} = 0`
+(:math:`A = \bar A`) the expectation is the deterministic attention of the "mathematical
+perspective" papers; otherwise it is a Gaussian (or Rademacher) expectation over
+:math:`W, W'`, done here by Monte Carlo over a fixed antithetic sample (common to every
+configuration, so the field is smooth in X), with its standard error.
+
+**ODE I** is :math:`\dot X = b(X)` (the follow-up's ballistic Corollary).  **ODE II** is
+its modified equation.  For the normalised Euler step :math:`x \mapsto (x + \eta F)/|x + \eta F|`
+write :math:`F = b + c\,x`, :math:`c = \langle x, F\rangle`; expanding the normalisation,
+one step is :math:`x + \eta b - \eta^2(c\,b + \tfrac12|b|^2 x) + O(\eta^3)`, and matching
+it with the flow of :math:`\dot y = b + \eta b_1` over time :math:`\eta` gives (our
+derivation)
+
+.. math::
+
+    b_1 = -\tfrac12\nabla_b b - c\,b,\qquad \nabla_b b = P^\perp\,(Db)[b],
+
+the covariant derivative of b along itself.  The follow-up's modified drift (its Section 4.1)
+is :math:`b - \frac\eta2\nabla_b b`; the extra :math:`-\eta c b` comes from the
+normalisation when F has a normal component (:math:`c \ne 0`), and slows the motion along
+the flow (a change of clock).  :func:`modified_drift` gives both forms; the tests check
+that ours matches one step of the chain to :math:`O(\eta^3)` and the printed one only to
+:math:`O(\eta^2)` when :math:`c \ne 0`.
+
+**SDE** (the follow-up's Theorem 1, its eq. 3.5 with the modified drift): the same drift
+plus the common noise of covariance :math:`\frac{\eta}{H}\operatorname{Cov}(\xi_\theta)` per
+unit time, :math:`\xi_\theta = B_\theta - F`, and the normalisation's Ito correction.
+:func:`sde_paths` integrates it by the normalised Euler scheme at a step :math:`h = \eta/k`
+(the same noise per unit time, drawn from the weights' own law), with the field
+:math:`F + (h - \eta)(\tfrac12\nabla_b b + c\,b)` so that the scheme's own :math:`O(h)`
+modified drift is replaced by the one at the chain's :math:`\eta`: its weak error is
+:math:`O(h)` below the chain's, a factor k smaller (ours, a weak scheme).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import integrate
+
+from ._validation import check_choice, check_int, check_real, check_real_array
+from .config import ModelConfig
+
+__all__ = ["mean_field", "drift", "covariant_derivative", "modified_drift", "ode_path",
+           "sde_paths", "CORRECTIONS"]
+
+#: Forms of the ODE II drift: ``ours`` (:math:`b - \eta(\frac12\nabla_b b + cb)`) and
+#: ``printed`` (the follow-up's :math:`b - \frac\eta2\nabla_b b`).
+CORRECTIONS = ("ours", "printed")
+
+
+def _check_model(model):
+    if not isinstance(model, ModelConfig) or model.kind != "random_attention":
+        raise ValueError("the limits take a ModelConfig with kind='random_attention'")
+    return model
+
+
+def _weight_sample(model, n_samples, seed):
+    """A fixed antithetic sample of (W, W') of the model's law: shape (2, 2 n_samples, d, d)."""
+    rng = np.random.default_rng(seed)
+    d = model.d
+    if model.qk_law == "gaussian":
+        half = rng.standard_normal((2, n_samples, d, d))
+    else:
+        half = rng.choice([-1.0, 1.0], size=(2, n_samples, d, d))
+    w = model.sigma_qk * half
+    # (W, W') and (-W, W') have the same law; the pair cancels the odd part of the error.
+    return np.concatenate([w, w * np.array([-1.0, 1.0])[:, None, None, None]], axis=1)
+
+
+def _attend(scores, x):
+    """softmax over the last axis of ``scores`` (..., N, N) applied to tokens x (..., N, d)."""
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p /= p.sum(axis=-1, keepdims=True)
+    return p @ x
+
+
+def mean_field(x, model: ModelConfig, *, n_samples=2048, seed=0, return_se=False):
+    r"""The mean attention field :math:`F_i = \bar V E_A m_A(x_i)` at tokens ``x`` (..., N, d).
+
+    Exact when ``model.sigma_qk`` is 0; otherwise a Monte Carlo mean over ``2 n_samples``
+    antithetic draws of :math:`(W, W')` fixed by ``seed`` (the same draws for every X, so
+    the field is smooth in X), and with ``return_se`` its standard error (from the
+    ``n_samples`` antithetic pair means).
+    """
+    model = _check_model(model)
+    x = np.asarray(x, dtype=float)
+    vbar, abar = model.mean_v_matrix, model.mean_qk_matrix
+    base = model.beta * np.einsum("...ia,ba,...jb->...ij", x, abar, x)  # beta <Abar x_i, x_j>
+    if model.sigma_qk == 0.0:
+        f = _attend(base, x) @ vbar.T
+        return (f, np.zeros_like(f)) if return_se else f
+    n_samples = check_int("n_samples", n_samples, 1)
+    w, wp = _weight_sample(model, n_samples, seed)
+    q = np.einsum("...ja,sab->s...jb", x, w)     # W^T x_j
+    p = np.einsum("...ia,sab->s...ib", x, wp)    # W'^T x_i
+    outs = _attend(base + model.beta * np.einsum("s...ib,s...jb->s...ij", p, q), x) @ vbar.T
+    pairs = 0.5 * (outs[:n_samples] + outs[n_samples:])
+    f = pairs.mean(axis=0)
+    if return_se:
+        return f, pairs.std(axis=0, ddof=1) / math.sqrt(n_samples)
+    return f
+
+
+def _tangent(x, v):
+    return v - np.sum(v * x, axis=-1, keepdims=True) * x
+
+
+def drift(x, model: ModelConfig, **quad):
+    r"""The follow-up's drift :math:`b_i = P^\perp_{x_i} F_i(X)` (tokens on the last axis)."""
+    x = np.asarray(x, dtype=float)
+    return _tangent(x, mean_field(x, model, **quad))
+
+
+def covariant_derivative(x, u, model: ModelConfig, *, step=1e-5, **quad):
+    r""":math:`\nabla_u b = P^\perp (Db)[u]`, by a central difference of the drift along the
+    tangent field ``u`` (``step`` relative to the size of u; error :math:`O(\text{step}^2)`)."""
+    x = np.asarray(x, dtype=float)
+    size = max(float(np.max(np.abs(u))), 1e-300)
+    eps = step / size
+    db = (drift(x + eps * u, model, **quad) - drift(x - eps * u, model, **quad)) / (2.0 * eps)
+    return _tangent(x, db)
+
+
+def _correction(x, model, form, **quad):
+    """The O(eta) part ``-b_1`` of the modified drift: 1/2 nabla_b b (+ c b for ``ours``)."""
+    f = mean_field(x, model, **quad)
+    b = _tangent(x, f)
+    corr = 0.5 * covariant_derivative(x, b, model, **quad)
+    if form == "ours":
+        corr = corr + np.sum(f * x, axis=-1, keepdims=True) * b
+    return b, corr
+
+
+def modified_drift(x, model: ModelConfig, eta, *, form="ours", **quad):
+    r"""The ODE II drift: ``ours`` :math:`b - \eta(\frac12\nabla_b b + \langle x, F\rangle b)`
+    or ``printed`` :math:`b - \frac\eta2\nabla_b b` (module docstring)."""
+    eta = check_real("eta", eta, 0.0)
+    form = check_choice("form", form, CORRECTIONS)
+    b, corr = _correction(np.asarray(x, dtype=float), model, form, **quad)
+    return b - eta * corr
+
+
+def _check_tokens(x0, model):
+    x0 = np.asarray(x0, dtype=float)
+    if x0.ndim != 2 or x0.shape[1] != model.d or x0.shape[0] < 1 or not np.all(np.isfinite(x0)):
+        raise ValueError(f"x0 must be a finite (N, {model.d}) array of tokens; got shape {x0.shape}")
+    norms = np.linalg.norm(x0, axis=1)
+    if np.any(np.abs(norms - 1.0) > 1e-9):
+        raise ValueError("x0 must hold unit vectors (tokens on the sphere)")
+    return x0
+
+
+def ode_path(x0, model: ModelConfig, times, *, eta=0.0, form="ours", rtol=1e-10, atol=1e-12,
+             **quad):
+    r"""Tokens of ODE I (``eta`` = 0) or ODE II (``eta`` > 0, drift :func:`modified_drift`)
+    at ``times`` (increasing, from 0), from ``x0`` (N, d).  Returns (len(times), N, d).
+
+    Integrated by scipy's DOP853 at tolerances ``rtol``, ``atol`` (the drift is tangent, so
+    the flow stays on the sphere to that accuracy).
+    """
+    model = _check_model(model)
+    x0 = _check_tokens(x0, model)
+    times = np.atleast_1d(check_real_array("times", times, 0.0))
+    if np.any(np.diff(times) < 0):
+        raise ValueError("times must be increasing")
+    shape = x0.shape
+
+    def rhs(_t, y):
+        return modified_drift(y.reshape(shape), model, eta, form=form, **quad).ravel()
+
+    if eta == 0.0:
+        def rhs(_t, y):  # noqa: F811 - ODE I needs no derivative of b
+            return drift(y.reshape(shape), model, **quad).ravel()
+
+    sol = integrate.solve_ivp(rhs, (0.0, float(times[-1])), x0.ravel(), method="DOP853",
+                              t_eval=times, rtol=rtol, atol=atol)
+    if not sol.success:
+        raise RuntimeError(f"ODE integration failed: {sol.message}")
+    return sol.y.T.reshape(times.size, *shape)
+
+
+def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0,
+              drift_correction=True, n_samples=256, progress=False):
+    r"""Tokens at ``times`` (increasing, from 0) of ``n_paths`` paths of the SDE (module
+    docstring) for the chain of step ``eta`` (the model's noise per unit time
+    :math:`\frac{\eta}{H}\operatorname{Cov}\xi`), from ``x0`` (N, d): shape
+    (len(times), n_paths, N, d).
+
+    Normalised Euler at step :math:`h = \eta/`\ ``substeps``, shortened where needed to
+    land on every time.  ``drift_correction`` gives the drift the chain's modified part
+    (eq. 3.5 of the follow-up, in our form); without it the limit is the SDE with drift b.
+    The weights' fluctuations are drawn from the model's own laws with ``seed``; the mean
+    field of a model with :math:`\sigma_{qk} > 0` uses ``n_samples`` antithetic pairs.
+    """
+    model = _check_model(model)
+    x0 = _check_tokens(x0, model)
+    eta = check_real("eta", eta, 0.0, strict_min=True)
+    times = np.atleast_1d(check_real_array("times", times, 0.0))
+    if np.any(np.diff(times) < 0):
+        raise ValueError("times must be increasing")
+    n_paths = check_int("n_paths", n_paths, 1)
+    substeps = check_int("substeps", substeps, 1)
+    rng = np.random.default_rng(seed)
+    h_nominal = eta / substeps
+    # the step grid: nominal steps, cut at every requested time
+    edges = np.union1d(np.arange(0.0, times[-1], h_nominal), times)
+    edges = edges[np.r_[True, np.diff(edges) > 1e-12 * max(1.0, times[-1])]]
+    x = np.broadcast_to(x0, (n_paths, *x0.shape)).copy()
+    out = np.empty((times.size, *x.shape))
+    out[times == 0.0] = x
+    ptr = int(np.sum(times == 0.0))
+    d, heads = model.d, model.n_heads
+    vbar, abar = model.mean_v_matrix, model.mean_qk_matrix
+    quad = {"n_samples": n_samples}
+
+    def draw(law, size):
+        if law == "gaussian":
+            return rng.standard_normal(size)
+        return rng.choice([-1.0, 1.0], size=size)
+
+    steps = range(edges.size - 1)
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(steps, desc="SDE paths", unit="step")
+    for k in steps:
+        h = edges[k + 1] - edges[k]
+        f = mean_field(x, model, **quad)
+        field = f
+        if drift_correction:
+            _b, corr = _correction(x, model, "ours", **quad)
+            field = f + (h - eta) * corr
+        # Fluctuation of the H heads' mean B_theta - F, scaled so that its variance per
+        # unit time is the chain's (eta / H) Cov(xi): sqrt(eta / h) per step.
+        fluct = np.zeros_like(x)
+        base = model.beta * np.einsum("pia,ba,pjb->pij", x, abar, x)
+        for _head in range(heads):
+            scores = base
+            if model.sigma_qk > 0.0:
+                w = model.sigma_qk * draw(model.qk_law, (n_paths, d, d))
+                wp = model.sigma_qk * draw(model.qk_law, (n_paths, d, d))
+                scores = base + model.beta * np.einsum("pia,pab,pjc,pcb->pij", x, wp, x, w)
+            m = _attend(scores, x)
+            v = vbar + model.sigma * draw(model.values, (n_paths, d, d))
+            fluct += np.einsum("pab,pib->pia", v, m) - f
+        x = x + h * field + math.sqrt(h * eta) / heads * fluct
+        x /= np.linalg.norm(x, axis=-1, keepdims=True)
+        while ptr < times.size and abs(times[ptr] - edges[k + 1]) <= 1e-9 * max(1.0, times[-1]):
+            out[ptr] = x
+            ptr += 1
+    return out

@@ -1,0 +1,256 @@
+"""The non-centred random-attention model and its limits (mean field, ODE I, ODE II, SDE).
+
+Statistical checks use fixed seeds.  Mean comparisons are z-tests at |z| <= Z = 4.5 (a
+two-sided false-alarm rate of 7e-6 each; about 40 of them below, so the family-wise rate is
+below 3e-4); law comparisons are two-sample Kolmogorov-Smirnov tests at level ALPHA = 1e-4
+(4 of them).  Orders of convergence are read from ratios of deterministic errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from stochastic_transformers import ModelConfig, RunConfig, simulate
+from stochastic_transformers import limits
+from stochastic_transformers.figures import homog_limits
+
+Z = 4.5
+ALPHA = 1e-4
+
+
+def _turning_mean(d=3, attract=0.5, turn=1.0):
+    return homog_limits.mean_value_matrix(d, attract, turn)
+
+
+@pytest.fixture(scope="module")
+def x0():
+    return homog_limits.start_tokens(4, 3)
+
+
+def _model(**kw):
+    base = dict(d=3, beta=1.0, kind="random_attention", eta=0.1, mean_v=_turning_mean(),
+                mean_qk=1.0)
+    return ModelConfig(**{**base, **kw})
+
+
+def _one_step(model, x0, n, seed, method="literal"):
+    ds = simulate(model, RunConfig(n_tokens=x0.shape[0], n_traj=n, L=1, T=1, seed=seed,
+                                   x0=np.broadcast_to(x0, (n, *x0.shape)).copy(), method=method))
+    return ds.tokens.values
+
+
+# ---- the model ----------------------------------------------------------------------------
+
+def test_centred_model_is_unchanged_bit_for_bit(x0):
+    """Zero means take the centred arithmetic: explicit zeros give the same bits."""
+    kw = dict(d=3, beta=1.0, kind="random_attention", eta=0.2)
+    run = RunConfig(n_tokens=4, n_traj=20, L=6, T=1, seed=2)
+    a = simulate(ModelConfig(**kw), run)
+    b = simulate(ModelConfig(**kw, mean_v=np.zeros((3, 3)), mean_qk=0.0), run)
+    np.testing.assert_array_equal(a.tokens.values, b.tokens.values)
+
+
+@pytest.mark.parametrize("method", ["literal", "subspace"])
+def test_means_enter_the_step_as_defined(x0, method):
+    """One step with sigma = sigma_qk = 0 is x + (eta/H) Vbar sum_h softmax(beta <Abar x_i, x_j>) x_j,
+    normalised (independent numpy)."""
+    abar = np.array([[1.0, 0.3, 0.0], [0.0, 0.5, 0.2], [0.1, 0.0, 2.0]])
+    model = _model(sigma=0.0, sigma_qk=0.0, mean_qk=tuple(map(tuple, abar)), n_heads=2, eta=0.3)
+    y = _one_step(model, x0, 2, 0, method)[0]
+    s = model.beta * (x0 @ abar.T) @ x0.T                # s_ij = beta <Abar x_i, x_j>
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    ref = x0 + 0.3 * (p @ x0) @ model.mean_v_matrix.T     # two identical heads: (eta/2) * 2
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    np.testing.assert_allclose(y, ref, atol=1e-13)
+
+
+def test_subspace_equals_literal_with_means(x0):
+    """With means and Gaussian fluctuations, the two exact methods agree in law."""
+    model = _model(sigma=0.8, sigma_qk=0.7, n_heads=2)
+    run = dict(n_tokens=4, n_traj=6000, L=10, T=1)
+    lit = simulate(model, RunConfig(**run, seed=1, method="literal"))
+    sub = simulate(model, RunConfig(**run, seed=2, method="subspace"))
+    for i, j in ((0, 1), (2, 3)):
+        assert stats.ks_2samp(lit.gram.values[:, i, j], sub.gram.values[:, i, j]).pvalue > ALPHA
+
+
+def test_rademacher_weights_run_literal_with_the_right_variance(x0):
+    """Rademacher V, W, W': auto runs the literal map, and at beta = 0 one step has the same
+    mean and second moment as the Gaussian model's (both depend on the entries' variance)."""
+    kw = dict(beta=0.0, sigma=0.9, eta=0.3, mean_v=0.0, mean_qk=0.0)
+    n = 60_000
+    rad = simulate(_model(values="rademacher", qk_law="rademacher", **kw),
+                   RunConfig(n_tokens=4, n_traj=n, L=1, T=1, seed=4,
+                             x0=np.broadcast_to(x0, (n, 4, 3)).copy()))
+    assert rad.attrs["method"] == "literal" and rad.attrs["qk_law"] == "rademacher"
+    gau = _one_step(_model(**kw), x0, n, 5)
+    r, g = rad.tokens.values, gau
+    # the unnormalised step u = sigma V xbar has E u u^T = sigma^2 |xbar|^2 I whatever the law;
+    # after normalisation the second moments of the coordinates agree to O(eta^4 kurtosis)
+    for a in range(3):
+        d1 = r[:, 0, a] - x0[0, a]
+        d2 = g[:, 0, a] - x0[0, a]
+        z = (d1.mean() - d2.mean()) / math.sqrt(d1.var() / n + d2.var() / n)
+        assert abs(z) < Z
+        q1, q2 = d1 ** 2, d2 ** 2
+        z2 = (q1.mean() - q2.mean()) / math.sqrt(q1.var() / n + q2.var() / n)
+        assert abs(z2) < Z
+
+
+# ---- the mean field and the drift -------------------------------------------------------
+
+@pytest.mark.parametrize("qk_law", ["gaussian", "rademacher"])
+def test_mean_field_is_the_mean_step(x0, qk_law):
+    """(E x_1 - x_0) / eta -> b(X) as eta -> 0: at eta = 1e-3 the O(eta) part is below the
+    noise, and the Monte Carlo field's own error is included in the z-score."""
+    model = _model(sigma=0.0, sigma_qk=0.7, beta=2.0, eta=1e-3, qk_law=qk_law)
+    n = 100_000
+    inc = (_one_step(model, x0, n, 7) - x0) / model.eta
+    b, se = limits.mean_field(x0, model, n_samples=20_000, return_se=True)
+    b = limits.drift(x0, model, n_samples=20_000)
+    z = (inc.mean(0) - b) / np.sqrt(inc.var(0) / n + se ** 2)
+    assert np.max(np.abs(z)) < Z
+
+
+def test_mean_field_is_exact_without_key_noise(x0):
+    """sigma_qk = 0: F = Vbar softmax(beta <Abar x_i, x_j>) x_j, with zero standard error, and the
+    Monte Carlo field tends to it as sigma_qk -> 0."""
+    model = _model(sigma_qk=0.0)
+    f, se = limits.mean_field(x0, model, return_se=True)
+    assert np.all(se == 0.0)
+    s = x0 @ x0.T
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(f, (p @ x0) @ model.mean_v_matrix.T, atol=1e-14)
+    near = limits.mean_field(x0, _model(sigma_qk=1e-4), n_samples=64)
+    np.testing.assert_allclose(near, f, atol=1e-6)
+
+
+def test_centred_values_have_no_drift(x0):
+    assert np.all(limits.drift(x0, _model(mean_v=0.0, sigma_qk=0.5), n_samples=16) == 0.0)
+
+
+# ---- ODE II: the modified drift ------------------------------------------------------------
+
+def _chain_step(x, model, eta):
+    y = x + eta * limits.mean_field(x, model)
+    return y / np.linalg.norm(y, axis=-1, keepdims=True)
+
+
+def test_modified_drift_matches_one_step_to_third_order(x0):
+    """Local error of each ODE against one normalised Euler step: O(eta^2) for ODE I and for
+    the printed ODE II (the field has a normal part here), O(eta^3) for ours."""
+    model = _model(sigma=0.0, sigma_qk=0.0)
+    errs = {k: [] for k in ("ode1", "printed", "ours")}
+    etas = (0.04, 0.02, 0.01)
+    for eta in etas:
+        y = _chain_step(x0, model, eta)
+        errs["ode1"].append(np.abs(limits.ode_path(x0, model, [0, eta])[-1] - y).max())
+        for form in ("printed", "ours"):
+            errs[form].append(np.abs(limits.ode_path(x0, model, [0, eta], eta=eta,
+                                                     form=form)[-1] - y).max())
+    order = {k: math.log2(v[-2] / v[-1]) for k, v in errs.items()}
+    assert order["ode1"] == pytest.approx(2.0, abs=0.15)
+    assert order["printed"] == pytest.approx(2.0, abs=0.15)
+    assert order["ours"] == pytest.approx(3.0, abs=0.15)
+
+
+def test_forms_agree_for_a_tangent_field(x0):
+    """With F tangent (a pure turn, beta = 0 and Vbar skew, tokens equal), c = 0 and the two
+    forms coincide."""
+    model = _model(mean_v=_turning_mean(attract=0.0), beta=0.0, sigma_qk=0.0)
+    x = np.broadcast_to(x0[:1], (2, 3))
+    a = limits.modified_drift(x, model, 0.1, form="ours")
+    b = limits.modified_drift(x, model, 0.1, form="printed")
+    np.testing.assert_allclose(a, b, atol=1e-9)
+
+
+def test_deterministic_chain_follows_ode2_globally(x0):
+    """Noise-free chain (sigma = sigma_qk = 0) over t = 4: distance to ODE I falls like eta,
+    to ODE II (ours) like eta^2."""
+    dists = {"ode1": [], "ode2": []}
+    for L in (40, 80, 160):
+        eta = 4.0 / L
+        model = _model(sigma=0.0, sigma_qk=0.0, eta=eta)
+        y = simulate(model, RunConfig(n_tokens=4, n_traj=1, L=L, T=1, x0=x0[None])).tokens.values[0]
+        dists["ode1"].append(np.abs(limits.ode_path(x0, model, [0, 4.0])[-1] - y).max())
+        dists["ode2"].append(np.abs(limits.ode_path(x0, model, [0, 4.0], eta=eta)[-1] - y).max())
+    assert math.log2(dists["ode1"][-2] / dists["ode1"][-1]) == pytest.approx(1.0, abs=0.15)
+    assert math.log2(dists["ode2"][-2] / dists["ode2"][-1]) == pytest.approx(2.0, abs=0.25)
+
+
+# ---- the SDE ------------------------------------------------------------------------------
+
+def test_sde_matches_the_diffusive_chain(x0):
+    """Diffusive cell (eta = 1/16, sigma^2 eta t = 1 at t = 2): the chain and the SDE scheme
+    agree on the mean and the spread of phi = mean first coordinate, and on the law of one
+    overlap."""
+    eta = 1.0 / 16
+    model = _model(eta=eta, sigma=math.sqrt(1.0 / (eta * 2.0)), sigma_qk=0.0)
+    n, L = 4000, 32
+    chain = simulate(model, RunConfig(n_tokens=4, n_traj=n, L=L, T=1, seed=3,
+                                      x0=np.broadcast_to(x0, (n, 4, 3)).copy())).tokens.values
+    sde = limits.sde_paths(x0, model, eta, [0.0, L * eta], n, substeps=4, seed=4)[-1]
+    a, b = chain[..., 0].mean(-1), sde[..., 0].mean(-1)
+    z = (a.mean() - b.mean()) / math.sqrt(a.var() / n + b.var() / n)
+    assert abs(z) < Z
+    ga = np.einsum("pa,pa->p", chain[:, 0], chain[:, 1])
+    gb = np.einsum("pa,pa->p", sde[:, 0], sde[:, 1])
+    assert stats.ks_2samp(ga, gb).pvalue > ALPHA
+    # a check that can fail: without its noise the SDE is far from this chain
+    quiet = limits.sde_paths(x0, _model(eta=eta, sigma=0.0, sigma_qk=0.0), eta, [L * eta], 2)[-1]
+    assert abs(quiet[..., 0].mean() - a.mean()) > 10 * math.sqrt(a.var() / n)
+
+
+def test_sde_times_and_validation(x0):
+    model = _model(sigma=0.5, sigma_qk=0.0)
+    out = limits.sde_paths(x0, model, 0.1, [0.0, 0.25, 0.5], 3, substeps=3)
+    assert out.shape == (3, 3, 4, 3)
+    np.testing.assert_allclose(out[0], np.broadcast_to(x0, (3, 4, 3)))
+    np.testing.assert_allclose(np.linalg.norm(out, axis=-1), 1.0, atol=1e-12)
+    with pytest.raises(ValueError, match="x0"):
+        limits.sde_paths(2 * x0, model, 0.1, [1.0], 3)
+    with pytest.raises(ValueError, match="eta"):
+        limits.sde_paths(x0, model, 0.0, [1.0], 3)
+    with pytest.raises(ValueError, match="kind='random_attention'"):
+        limits.drift(x0, ModelConfig(d=3, beta=1.0))
+    with pytest.raises(ValueError, match="form"):
+        limits.modified_drift(x0, model, 0.1, form="other")
+
+
+# ---- the map of limits ---------------------------------------------------------------------
+
+def test_expected_labels_follow_the_corollaries():
+    e = homog_limits.expected_label
+    assert [e(0.75, -1), e(0.5, -1), e(0.4, -0.5), e(0.3, -1), e(0.6, 0), e(0.4, 0.5)] == \
+        ["ode1", "ode2", "ode2", "none", "sde", "noise"]
+
+
+def test_labels_are_the_first_fitting_candidate(tmp_path):
+    """The smoke map: every label is the first candidate that fits, and the fits follow the
+    rule (distance within Z_FIT s.e. at the deepest L, or a falling trend)."""
+    ds = homog_limits.compute("smoke", progress=False, cache_dir=tmp_path)
+    for g in ds.gamma.values:
+        for nu in ds.nu.values:
+            cell = ds.sel(gamma=g, nu=nu)
+            fits = [bool(cell[f"fits_{c}"]) for c in homog_limits.CANDIDATES]
+            want = homog_limits.CANDIDATES[fits.index(True)] if any(fits) else "none"
+            assert str(cell.label.values) == want
+            deep = cell.isel(L=-1)
+            for c in homog_limits.CANDIDATES:
+                rule = (float(deep[f"dist_{c}"]) <= homog_limits.Z_FIT * float(deep[f"dist_{c}_se"])
+                        or float(cell[f"slope_{c}"]) + homog_limits.Z_SLOPE
+                        * float(cell[f"slope_{c}_se"]) < -homog_limits.SLOPE_MIN)
+                assert bool(cell[f"fits_{c}"]) == rule
+    s = homog_limits.summary(ds)
+    assert s["n_cells"] == 4 and s["n_agree"] + len(s["disagree"]) == 4
+
+
+def test_segments_must_divide_the_depth():
+    with pytest.raises(ValueError, match="multiples of n_times"):
+        homog_limits.compute("smoke", Ls=(20, 64), progress=False)
