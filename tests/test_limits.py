@@ -254,3 +254,78 @@ def test_labels_are_the_first_fitting_candidate(tmp_path):
 def test_segments_must_divide_the_depth():
     with pytest.raises(ValueError, match="multiples of n_times"):
         homog_limits.compute("smoke", Ls=(20, 64), progress=False)
+
+
+# ---- independent noise ---------------------------------------------------------------------
+
+def test_independent_noise_decorrelates_the_increments(x0):
+    """One small step: the increments of two tokens are correlated under common noise and not
+    under independent noise (z-tests on the mean of <u_1, u_2>; the normalisation's
+    second-order part, correlated under both, is O(eta^4) against O(eta^2))."""
+    n = 40_000
+    cross = {}
+    for noise in ("common", "independent"):
+        y = _one_step(_model(mean_v=0.0, mean_qk=0.0, sigma_qk=1.0, beta=1.5, eta=0.01,
+                             noise=noise), x0, n, 8, method="auto")
+        s = np.sum((y[:, 0] - x0[0]) * (y[:, 1] - x0[1]), axis=-1)
+        cross[noise] = s.mean() / (s.std() / math.sqrt(n))
+    assert cross["common"] > 10 * Z ** 0.5
+    assert abs(cross["independent"]) < Z
+
+
+def test_independent_noise_runs_literal_and_keeps_its_bits():
+    kw = dict(d=4, beta=1.0, kind="random_attention", noise="independent", mean_v=0.3)
+    run = dict(n_tokens=3, n_traj=12, L=5, T=1, seed=4)
+    a = simulate(ModelConfig(**kw), RunConfig(**run, n_threads=1))
+    b = simulate(ModelConfig(**kw), RunConfig(**run, n_threads=2))
+    assert a.attrs["method"] == "literal" and a.attrs["noise"] == "independent"
+    np.testing.assert_array_equal(a.tokens.values, b.tokens.values)
+    with pytest.raises(ValueError, match="noise='common'"):
+        simulate(ModelConfig(**kw), RunConfig(**run, method="subspace"))
+    with pytest.raises(ValueError, match="noise"):
+        ModelConfig(d=4, beta=1.0, kind="random_attention", noise="private")
+
+
+def test_independent_pair_limit_matches_the_chain():
+    """Two tokens, d = 4, beta = 1, independent noise: the mean and second moment of the
+    overlap at tau = 1 against the limit diffusion (ours)."""
+    from stochastic_transformers.homogenized import overlap_moments
+
+    n = 12_000
+    ds = simulate(ModelConfig(d=4, beta=1.0, kind="random_attention", noise="independent"),
+                  RunConfig(n_tokens=2, n_traj=n, L=200, T=1, seed=6))
+    r = ds.gram.values[:, 0, 1]
+    mean, second, _, err = overlap_moments([1.0], 1.0, 4, model="random_attention_independent")
+    assert err[0] < 1e-4
+    assert abs(r.mean() - mean[0]) < Z * r.std() / math.sqrt(n)
+    assert abs((r ** 2).mean() - second[0]) < Z * (r ** 2).std() / math.sqrt(n)
+
+
+def test_clusters_are_connected_groups():
+    from stochastic_transformers.figures.homog_noise import _clusters
+
+    g = np.eye(4)
+    g[0, 1] = g[1, 0] = 1.0 - 1e-6      # 0 ~ 1
+    g[1, 2] = g[2, 1] = 1.0 - 1e-6      # 1 ~ 2, so 0, 1, 2 are one group
+    assert _clusters(g[None], 1e-3).tolist() == [2]
+    assert _clusters(np.eye(4)[None], 1e-3).tolist() == [4]
+
+
+def test_noise_and_rate_pages_compute_at_smoke(tmp_path):
+    from stochastic_transformers.figures import homog_noise, homog_rate
+
+    s = homog_noise.summary(homog_noise.compute("smoke", progress=False, cache_dir=tmp_path))
+    assert set(s["pairs"]) == {"common", "independent"}
+    assert s["contrast"]["independent"]["many_antipodal"] == 0.0
+    r = homog_rate.summary(homog_rate.compute("smoke", progress=False, cache_dir=tmp_path))
+    assert set(r["orders"]) == {"ode1", "ode2", "ode2_printed", "diffusive"}
+
+
+def test_order_fit_recovers_a_power():
+    from stochastic_transformers.figures.homog_rate import _fit
+
+    eta = 2.0 ** -np.arange(3, 9)
+    order, se = _fit(eta, 0.3 * eta ** 2)
+    assert order == pytest.approx(2.0, abs=1e-12) and se < 1e-10
+    order, se = _fit(eta, -0.1 * eta, 1e-4 * np.ones(eta.size))
+    assert order == pytest.approx(1.0, abs=1e-9)

@@ -35,6 +35,9 @@ VALUE_LAWS = ("gaussian", "uniform", "rademacher")
 #: Laws of the entries of the random-attention model's V, W and W' (Rademacher: :math:`\pm`
 #: the standard deviation).
 RANDOM_ATTENTION_LAWS = ("gaussian", "rademacher")
+#: How the random-attention model's weights are shared: by all tokens (the follow-up's common
+#: noise) or drawn per token (independent noise, the kernel K zero off the diagonal).
+NOISES = ("common", "independent")
 #: Largest absolute entry of the random-attention model's mean matrices E V and E A.
 MEAN_MAX = 1e3
 #: The layer maps: the paper's stochastic model (eq. 4), its hybrid model (eq. 7), and the
@@ -114,6 +117,10 @@ class ModelConfig:
     qk_law : {"gaussian", "rademacher"}
         Random-attention model only: the law of the entries of :math:`W_h, W'_h`
         (``values`` gives that of :math:`Z_h`: "gaussian" or "rademacher").
+    noise : {"common", "independent"}
+        Random-attention model only: one draw of the weights per layer and head shared by
+        all tokens (the follow-up's model, common noise), or one per token (independent
+        noise: the increments of different tokens are independent; literal method only).
     ff_strength : float
         Strength :math:`r` of the feedforward block relative to the value noise, 0 to
         :data:`~stochastic_transformers._validation.FF_STRENGTH_MAX` (0: no block, the
@@ -139,6 +146,7 @@ class ModelConfig:
     mean_v: float | tuple = 0.0
     mean_qk: float | tuple = 0.0
     qk_law: str = "gaussian"
+    noise: str = "common"
     ff_strength: float = 0.0
     ff_width: int = 16
     ff_activation: str = "relu"
@@ -164,9 +172,9 @@ class ModelConfig:
         if self.kind == "random_attention":
             self._check_random_attention()
         elif (self.n_heads != 1 or self.sigma_qk != 1.0 or self.eta is not None
-              or self.qk_law != "gaussian" or not (_is_zero(self.mean_v)
+              or self.qk_law != "gaussian" or self.noise != "common" or not (_is_zero(self.mean_v)
                                                    and _is_zero(self.mean_qk))):
-            raise ValueError("n_heads, sigma_qk, eta, mean_v, mean_qk and qk_law belong to "
+            raise ValueError("n_heads, sigma_qk, eta, mean_v, mean_qk, qk_law and noise belong to "
                              f"model='random_attention'; got model={self.kind!r}")
         self._check_feedforward()
 
@@ -187,6 +195,7 @@ class ModelConfig:
         _set(self, n_heads=check_int("n_heads", self.n_heads, 1, MAX_HEADS),
              sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0),
              qk_law=check_choice("qk_law", self.qk_law, RANDOM_ATTENTION_LAWS),
+             noise=check_choice("noise", self.noise, NOISES),
              mean_v=_mean_field("mean_v", self.mean_v, self.d),
              mean_qk=_mean_field("mean_qk", self.mean_qk, self.d))
         if self.eta is not None:
@@ -213,8 +222,10 @@ class ModelConfig:
 
     @property
     def gaussian_fluctuations(self) -> bool:
-        """Whether the random-attention weights fluctuate by Gaussian entries (V and W, W')."""
-        return self.values == "gaussian" and self.qk_law == "gaussian"
+        """Whether the random-attention weights fluctuate by Gaussian entries (V and W, W')
+        shared by all tokens: what the subspace reductions need."""
+        return (self.values == "gaussian" and self.qk_law == "gaussian"
+                and self.noise == "common")
 
     @property
     def b_matrix(self) -> np.ndarray:

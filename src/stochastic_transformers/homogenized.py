@@ -77,7 +77,7 @@ from . import theory
 from ._validation import check_choice, check_int, check_real, check_real_array
 from .kolmogorov import banded_generator, propagate
 
-__all__ = ["pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
+__all__ = ["pair_coefficients", "independent_pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
            "antipodal_by", "antipodal_limit",
            "antipodal_attracting", "logistic", "simplex_moments", "simplex_drift",
            "simplex_path", "logistic_floor", "uniform_overlap_density"]
@@ -200,6 +200,25 @@ def pair_coefficients(x, beta, d, sigma_qk=1.0, **quad):
     return _coefficients_from_moments(x, d, *pair_moments(x, beta, d, sigma_qk, **quad))
 
 
+def independent_pair_coefficients(x, beta, d, sigma_qk=1.0, **quad):
+    r"""Drift :math:`\mu` and :math:`\nu^2` of :math:`\operatorname{atanh}R` per unit of the noise
+    clock when each token draws its own weights (independent noise, :math:`c_{12} = 0`).
+
+    Ours, from the overlap equation of the module docstring with :math:`c_{12} = 0` and
+    :math:`C = c_{11} + c_{22} = (1 + R) + 2(1 - R)E[q_1^2 + q_2^2]` (as
+    :math:`|m_i|^2 = \frac{1+R}2 + 2q_i^2(1-R)`): :math:`dR = -\frac{d-1}2 C R\,d\tau + dM`,
+    :math:`d\langle M\rangle = (1-R^2)C\,d\tau`, so in :math:`x = \operatorname{atanh}R`,
+    :math:`\nu^2 = C\cosh^2 x` and :math:`\mu = -\frac{d-3}2 C\,R\cosh^2 x`.  The pair never
+    meets nor becomes antipodal (for d > 3 the drift pulls R to 0).
+    """
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    _, e_sq, _, _ = pair_moments(x, beta, d, sigma_qk, **quad)
+    R = np.tanh(x)
+    c = (1.0 + R) + 2.0 * (1.0 - R) * e_sq
+    cosh2 = np.cosh(x) ** 2
+    return -(d - 3.0) / 2.0 * c * R * cosh2, c * cosh2
+
+
 def fixed_identity_coefficients(x, beta, d):
     r"""Drift :math:`\mu` and :math:`\nu^2` of :math:`\operatorname{atanh}R` with a fixed A = I.
 
@@ -230,20 +249,30 @@ def uniform_overlap_density(x, d):
     return np.exp(log_c - (d - 1) * _log_cosh(x))  # 1 - tanh^2 = sech^2
 
 
-#: The two-token models the limit tables know: the follow-up's random A, and the main
-#: paper's fixed A = I (the same formulas, :func:`fixed_identity_coefficients`).
-PAIR_MODELS = ("random_attention", "stochastic")
+#: The two-token models the limit tables know: the follow-up's random A, the same with
+#: independent noise (:func:`independent_pair_coefficients`), and the main paper's fixed
+#: A = I (the same formulas, :func:`fixed_identity_coefficients`).
+PAIR_MODELS = ("random_attention", "stochastic", "random_attention_independent")
+#: Half-width of the x = atanh R grid of the independent-noise table: its coefficients grow
+#: like cosh^2 x, and its poles are not reached (for d > 3 the density there vanishes); the
+#: Dirichlet ends leak a probability of about 5e-5 into P(1 + R < 1e-3) by tau = 8 at d = 4
+#: (measured against x_max = 16, which costs minutes).
+X_MAX_INDEPENDENT = 12.0
 
 
 class _PairTable:
     """The coefficients tabulated on [-X, X] and splined (they are smooth in x)."""
 
     def __init__(self, beta, d, sigma_qk, model, x_max=24.0):
+        if model == "random_attention_independent":
+            x_max = X_MAX_INDEPENDENT
         # dense where the attention switches (|x| < 3), sparse towards the poles
         xs = np.unique(np.concatenate([np.linspace(-x_max, -3.0, 43), np.linspace(-3.0, 3.0, 241),
                                        np.linspace(3.0, x_max, 43)]))
         if model == "random_attention":
             mu, nu2 = pair_coefficients(xs, beta, d, sigma_qk)
+        elif model == "random_attention_independent":
+            mu, nu2 = independent_pair_coefficients(xs, beta, d, sigma_qk)
         else:
             mu, nu2 = fixed_identity_coefficients(xs, beta, d)
         self.x_max = x_max

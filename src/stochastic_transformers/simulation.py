@@ -61,9 +61,9 @@ def _resolve_random_attention(model, method):
                          "Gaussian weights, 'literal' otherwise) or 'literal'; got "
                          f"{method!r}")
     if method == "subspace" and not model.gaussian_fluctuations:
-        raise ValueError("method='subspace' needs Gaussian fluctuations (values='gaussian', "
-                         "qk_law='gaussian'): its reductions use their rotation invariance; "
-                         "use 'literal'")
+        raise ValueError("method='subspace' needs Gaussian fluctuations shared by all tokens "
+                         "(values='gaussian', qk_law='gaussian', noise='common'): its "
+                         "reductions use their rotation invariance; use 'literal'")
     if method == "auto":
         return "subspace" if model.gaussian_fluctuations else "literal"
     return method
@@ -320,7 +320,7 @@ def _dataset(plan, data, stopped, wall_time_s):
                         ff_activation=model.ff_activation)
     if model.kind == "random_attention":
         ds.attrs.update(n_heads=model.n_heads, sigma_qk=model.sigma_qk, eta=plan.eta,
-                        qk_law=model.qk_law, mean_v=repr(model.mean_v),
+                        qk_law=model.qk_law, noise=model.noise, mean_v=repr(model.mean_v),
                         mean_qk=repr(model.mean_qk),
                         noise_clock=noise_clock(plan.n_layers, plan.eta, model.sigma,
                                                 model.n_heads))

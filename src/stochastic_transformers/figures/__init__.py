@@ -87,6 +87,7 @@ REGISTRY: dict[str, str] = {
     "homog_simplex": "homog_simplex",
     "homog_limits": "homog_limits",
     "homog_rate": "homog_rate",
+    "homog_noise": "homog_noise",
 }
 
 from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)

@@ -166,6 +166,66 @@ def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk, has
 
 
 @nb.njit(inline="always", **JIT)
+def layer_independent(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk, has_mean,
+                      mean_v, mean_qk, scale_mean, w, wp, v, p, q, pi, mh, u, s0, msum, um):
+    """One layer of the independent-noise variant, in place on ``x`` (N, d): every token
+    draws its own W, W', Z for every head (token by token, then head by head, in the order
+    of :func:`layer_literal`), so the increments of different tokens are independent given
+    the layer's input (the follow-up's kernel K vanishes off the diagonal).  Each token's
+    own scores are :math:`\\beta\\langle(\\bar A + W W'^\\top)x_i, x_j\\rangle` over all j; the
+    arrays are those of :func:`layer_literal` (row 0 of ``pi`` and ``mh`` is used)."""
+    n, d = x.shape
+    if has_mean:
+        _mean_scores(x, mean_qk, beta, um, s0)
+    for i in range(n):
+        for a in range(d):
+            u[i, a] = 0.0
+            msum[i, a] = 0.0
+        for _head in range(n_heads):
+            _fill(state, w, sigma_qk, rad_qk)
+            _fill(state, wp, sigma_qk, rad_qk)
+            _fill(state, v, 1.0, rad_v)
+            for b in range(d):           # p_i = W'^T x_i
+                acc = 0.0
+                for a in range(d):
+                    acc += x[i, a] * wp[a, b]
+                p[0, b] = acc
+            for j in range(n):           # scores of token i against every token j
+                acc = 0.0
+                for b in range(d):
+                    qb = 0.0
+                    for a in range(d):
+                        qb += x[j, a] * w[a, b]
+                    acc += p[0, b] * qb
+                pi[0, j] = beta * acc + (s0[i, j] if has_mean else 0.0)
+            top = -np.inf
+            for j in range(n):
+                if pi[0, j] > top:
+                    top = pi[0, j]
+            total = 0.0
+            for j in range(n):
+                pi[0, j] = math.exp(pi[0, j] - top)
+                total += pi[0, j]
+            for a in range(d):
+                acc = 0.0
+                for j in range(n):
+                    acc += pi[0, j] * x[j, a]
+                mh[0, a] = acc / total
+                msum[i, a] += mh[0, a]
+            for a in range(d):
+                acc = 0.0
+                for b in range(d):
+                    acc += v[a, b] * mh[0, b]
+                u[i, a] += acc
+    if has_mean:
+        _add_mean_values(x, mean_v, scale_mean, msum, um)
+    for i in range(n):
+        for a in range(d):
+            x[i, a] += (um[i, a] if has_mean else 0.0) + scale_v * u[i, a]
+    _att.normalize_rows(x)
+
+
+@nb.njit(inline="always", **JIT)
 def layer_subspace(state, x, n_heads, beta, beta_qk, scale_v, has_mean, mean_v, mean_qk,
                    scale_mean, xt, c, hv, lw, y, mk, tmp, pi, stack, hv2, rf, z, s0, msum, um):
     """One layer through the exact subspace reductions (module docstring), in place on ``x``.
@@ -251,8 +311,8 @@ def layer_subspace(state, x, n_heads, beta, beta_qk, scale_v, has_mean, mean_v, 
 
 @nb.njit(**JIT_PARALLEL)
 def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, sigma, sigma_qk,
-            eta, rad_v, rad_qk, has_mean, mean_v, mean_qk, x0, init_mode, z0, rec_layers,
-            rec_gram, x_out):
+            eta, rad_v, rad_qk, has_mean, mean_v, mean_qk, independent, x0, init_mode, z0,
+            rec_layers, rec_gram, x_out):
     """Run ``n`` trajectories (global indices first..first+n-1) of the random-attention model.
 
     ``init_mode`` as :func:`.common.init_tokens`.  Records the
@@ -292,7 +352,11 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
-                if literal:
+                if independent:
+                    layer_independent(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk,
+                                      has_mean, mean_v, mean_qk, scale_mean, w, wp, v, p, q, pi,
+                                      mh, u, s0, msum, um)
+                elif literal:
                     layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk,
                                   has_mean, mean_v, mean_qk, scale_mean, w, wp, v, p, q, pi,
                                   mh, u, s0, msum, um)
@@ -315,7 +379,8 @@ def _run(plan, a, lo, hi):
     _kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens, plan.d,
             plan.n_layers, plan.n_heads, plan.method == "literal", plan.beta, plan.sigma,
             plan.sigma_qk, plan.eta, model.values == "rademacher", model.qk_law == "rademacher",
-            has_mean, mean_v, mean_qk, a["x0"][lo:hi], init_mode(plan),
+            has_mean, mean_v, mean_qk, model.noise == "independent", a["x0"][lo:hi],
+            init_mode(plan),
             0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi], a["x"][lo:hi])
 
 
