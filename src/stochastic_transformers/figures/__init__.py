@@ -88,6 +88,7 @@ REGISTRY: dict[str, str] = {
     "homog_limits": "homog_limits",
     "homog_rate": "homog_rate",
     "homog_noise": "homog_noise",
+    "homog_scaling": "homog_scaling",
 }
 
 from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)

@@ -1,0 +1,247 @@
+r"""N, d and beta together: when the follow-up's scalings slow the collapse, and when they do not.
+
+The follow-up's table of data regimes ties the temperature to the dimension and the number of
+tokens: the hemisphere (high-temperature) regime :math:`\beta = O(d^{-1/2})`, where the mean
+overlap follows the logistic law :math:`\dot u = u(1-u)` on the clock :math:`t = d\tau` whatever
+the number of tokens (its Theorem 3), and the simplex regime :math:`\beta^2 n/d = O(1)`,
+:math:`\log n/d = o(1)`, where attention concentrates and the scalar dynamics slows (its
+Theorem 2).  This figure runs N tokens from the simplex Gram matrix
+(:math:`\gamma_0` = 0.1) in dimension d, one head, on the two scalings
+
+* ``hemisphere``: :math:`\beta = b/\sqrt d`,
+* ``simplex``: :math:`\beta = \sqrt{\kappa d/N}`,
+
+for N from 4 to 64, and measures the clock :math:`t_{1/2}` at which the mean off-diagonal
+overlap reaches 1/2 (the collapse half-way), against the scalar dynamics of
+:func:`stochastic_transformers.homogenized.simplex_path` (ours) and the logistic law's
+:math:`\log((1-\gamma_0)/\gamma_0)`.  A clustering *mitigated* by the scaling shows as a
+:math:`t_{1/2}` that grows with N.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import simulate
+from ..config import ModelConfig, RunConfig
+from ..homogenized import simplex_path
+from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
+                   resolve_scale)
+from .homog_simplex import simplex_tokens
+
+ID = "homog_scaling"
+CELL_VERSION = "1"
+DESCRIPTION = ("random keys and queries: the collapse time as N grows with beta on the "
+               "follow-up's scalings (hemisphere beta ~ d^-1/2, simplex beta^2 N / d fixed)")
+
+SCALINGS = ("hemisphere", "simplex")
+_BASE = dict(b=1.0, kappa=1.0, gamma0=0.1, t_max=16.0, n_times=33, seed=0)
+SCALES = {
+    "smoke": dict(_BASE, d=32, Ns=(4, 8), t_max=8.0, n_layers=80, n_times=5, n_traj=20,
+                  theory_samples=300),
+    "quick": dict(_BASE, d=64, Ns=(4, 8, 16, 32), n_layers=640, n_traj=100,
+                  theory_samples=1500),
+    "paper": dict(_BASE, d=128, Ns=(4, 8, 16, 32, 64), n_layers=640, n_traj=400,
+                  theory_samples=3000),
+}
+KNOB_SCHEMA = {"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
+               "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
+               "n_times": integer(3, 201), "d": integer(3, 1024), "Ns": integers(2, 256),
+               "n_layers": integer(1), "n_traj": integer(2), "theory_samples": integer(100)}
+#: The collapse is *mitigated* by a scaling when t_1/2 grows with N (the slope of log t_1/2
+#: against log N above 0 by GROWTH_Z s.e.) beyond the N-free logistic value (t_1/2 at the
+#: largest N above log((1 - gamma0) / gamma0) by GROWTH_Z s.e.): a t_1/2 that climbs to the
+#: logistic value from below is the approach to the high-temperature law, not a slowing.
+GROWTH_Z = 3.0
+
+
+def beta_for(scaling, n_tokens, d, b, kappa):
+    """The cell's beta: b / sqrt(d) (hemisphere) or sqrt(kappa d / N) (simplex)."""
+    return b / math.sqrt(d) if scaling == "hemisphere" else math.sqrt(kappa * d / n_tokens)
+
+
+def _check(knobs):
+    bad = [n for n in knobs["Ns"] if n >= knobs["d"]]
+    if bad:
+        raise ValueError(f"Ns must be below d = {knobs['d']} (the simplex needs N + 1 "
+                         f"directions); got {bad}")
+    if knobs["n_layers"] % (knobs["n_times"] - 1):
+        raise ValueError("n_times - 1 must divide n_layers")
+
+
+def cell(*, scaling, n_tokens, d, b, kappa, gamma0, t_max, n_layers, n_times, n_traj, seed):
+    """One (scaling, N): the mean off-diagonal overlap gamma(t) on t = d tau."""
+    beta = beta_for(scaling, n_tokens, d, b, kappa)
+    T = t_max / d
+    L = n_layers / T
+    times = np.arange(n_times) * (n_layers // (n_times - 1)) / L
+    ds = simulate(ModelConfig(d=d, beta=beta, kind="random_attention"),
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=int(round(L)), T=T,
+                            times=tuple(times), x0=simplex_tokens(n_tokens, d, gamma0),
+                            seed=seed, n_threads=cell_threads()))
+    off = ~np.eye(n_tokens, dtype=bool)
+    gam = ds.gram_t.values[:, :, off].mean(axis=2)       # (trajectory, time)
+    return {"gamma_mean": gam.mean(axis=0),
+            "gamma_se": gam.std(axis=0, ddof=1) / math.sqrt(n_traj), "beta": beta,
+            "n_traj": n_traj}
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (scaling, N) sweep and attach the scalar dynamics of every cell."""
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    _check(knobs)
+    t = np.linspace(0.0, knobs["t_max"], knobs["n_times"])
+    fixed = {k: knobs[k] for k in ("d", "b", "kappa", "gamma0", "t_max", "n_layers", "n_times",
+                                   "n_traj")}
+    ds = figure_sweep(__name__, scale, {"scaling": list(SCALINGS), "n_tokens": list(knobs["Ns"])},
+                      fixed=fixed, seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress, output_dims={"gamma_mean": ("t",), "gamma_se": ("t",)},
+                      output_coords={"t": t})
+    return _finish(ds, scale, samples=knobs["theory_samples"])
+
+
+def half_time(t, gamma, level=0.5):
+    """First t at which the (increasing) curve gamma reaches ``level``, by linear
+    interpolation; nan if it never does."""
+    above = np.flatnonzero(gamma >= level)
+    if above.size == 0 or above[0] == 0:
+        return float("nan")
+    k = above[0]
+    return float(t[k - 1] + (level - gamma[k - 1]) * (t[k] - t[k - 1]) / (gamma[k] - gamma[k - 1]))
+
+
+def _finish(ds, scale, *, samples):
+    d, g0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_gamma0"])
+    t = ds.t.values
+    theory = np.empty((ds.sizes["scaling"], ds.sizes["n_tokens"], t.size))
+    th_half = np.empty(theory.shape[:2])
+    half, half_se = np.empty(theory.shape[:2]), np.empty(theory.shape[:2])
+    for i, sc in enumerate(ds.scaling.values):
+        for j, n in enumerate(ds.n_tokens.values):
+            beta = float(ds.beta.sel(scaling=sc, n_tokens=n))
+            path, _ = simplex_path(t, g0, int(n), beta, d, n_samples=samples)
+            theory[i, j] = path
+            th_half[i, j] = half_time(t, path)
+            g = ds.gamma_mean.sel(scaling=sc, n_tokens=n).values
+            se = ds.gamma_se.sel(scaling=sc, n_tokens=n).values
+            half[i, j] = h = half_time(t, g)
+            if np.isfinite(h):
+                k = np.searchsorted(t, h)
+                slope = (g[k] - g[k - 1]) / (t[k] - t[k - 1])
+                half_se[i, j] = float(max(se[k - 1], se[k]) / slope)
+            else:
+                half_se[i, j] = float("nan")
+    ds["gamma_theory"] = (("scaling", "n_tokens", "t"), theory)
+    ds["t_half"] = (("scaling", "n_tokens"), half)
+    ds["t_half_se"] = (("scaling", "n_tokens"), half_se)
+    ds["t_half_theory"] = (("scaling", "n_tokens"), th_half)
+    ds.attrs.update(scale=scale, figure=ID, theory_samples=samples,
+                    t_half_logistic=math.log((1.0 - g0) / g0))
+    return ds
+
+
+#: Seconds per token-trajectory-layer, measured on the committed paper run.
+SECONDS_PER_WORK = 1.0e-6
+
+
+def work(knobs) -> float:
+    """Token-trajectory-layers: n_traj * n_layers * sum(Ns) per scaling."""
+    return float(len(SCALINGS) * knobs["n_traj"] * knobs["n_layers"] * sum(knobs["Ns"]))
+
+
+def measured_work(ds):
+    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
+             "Ns": [int(n) for n in ds.n_tokens.values]}
+    return float(ds.attrs["cell_time_s"]), work(knobs)
+
+
+cost = cost_function(__name__)
+
+
+def _growth(ns, half, se):
+    """Weighted slope of log t_1/2 against log N and its s.e. (finite points only)."""
+    keep = np.isfinite(half) & np.isfinite(se) & (se > 0)
+    if keep.sum() < 2:
+        return float("nan"), float("nan")
+    x, y = np.log(ns[keep]), np.log(half[keep])
+    w = (half[keep] / se[keep]) ** 2
+    X = np.vstack([np.ones_like(x), x]).T
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ (X.T @ (w * y))
+    return float(coef[1]), float(math.sqrt(cov[1, 1]))
+
+
+def summary(ds) -> dict:
+    """Per scaling: t_1/2 for every N (measured, s.e., scalar dynamics), the growth exponent
+    of t_1/2 in N and whether it is positive by GROWTH_Z s.e. (``mitigated``), and the
+    largest gap of gamma(t) to the scalar dynamics."""
+    ns = ds.n_tokens.values.astype(float)
+    out = {"scalings": {}, "d": int(ds.attrs["fixed_d"]), "Ns": [int(n) for n in ns],
+           "n_traj": int(ds.n_traj.max()), "t_max": float(ds.t.max()),
+           "t_half_logistic": float(ds.attrs["t_half_logistic"]), "growth_z": GROWTH_Z,
+           "b": float(ds.attrs["fixed_b"]), "kappa": float(ds.attrs["fixed_kappa"]),
+           "gamma0": float(ds.attrs["fixed_gamma0"])}
+    for sc in ds.scaling.values:
+        sub = ds.sel(scaling=sc)
+        s, se = _growth(ns, sub.t_half.values, sub.t_half_se.values)
+        gap = np.abs(sub.gamma_mean - sub.gamma_theory).max("t").values
+        last, last_se = float(sub.t_half.values[-1]), float(sub.t_half_se.values[-1])
+        beyond = bool(np.isfinite(last) and last - out["t_half_logistic"] > GROWTH_Z * last_se)
+        z_theory = (sub.t_half.values - sub.t_half_theory.values) / sub.t_half_se.values
+        out["scalings"][str(sc)] = dict(
+            t_half=[float(v) for v in sub.t_half.values],
+            t_half_se=[float(v) for v in sub.t_half_se.values],
+            t_half_theory=[float(v) for v in sub.t_half_theory.values],
+            beta=[float(v) for v in sub.beta.values], growth=s, growth_se=se,
+            mitigated=bool(np.isfinite(s) and s > GROWTH_Z * se and beyond),
+            beyond_logistic=beyond, z_theory=[float(v) for v in z_theory],
+            max_abs_z_theory=float(np.nanmax(np.abs(z_theory))),
+            n_unreached=int(np.sum(~np.isfinite(sub.t_half.values))),
+            max_gap=float(gap.max()), max_gap_at_n=int(ns[int(np.argmax(gap))]))
+    return out
+
+
+def plot(ds):
+    """(a) gamma(t) for every N on both scalings with the scalar dynamics; (b) t_1/2 against N."""
+    import matplotlib.pyplot as plt
+
+    from ..style import palette
+
+    s = summary(ds)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1, 1]})
+    colours = palette(ds.sizes["n_tokens"])
+    for ax, sc in zip(axes[:2], ds.scaling.values):
+        for colour, n in zip(colours, ds.n_tokens.values):
+            sub = ds.sel(scaling=sc, n_tokens=n)
+            ax.errorbar(ds.t, sub.gamma_mean, yerr=2 * sub.gamma_se, fmt="o", ms=2.5,
+                        color=colour, lw=0.7, capsize=1, label=f"N = {int(n)}")
+            ax.plot(ds.t, sub.gamma_theory, color=colour, lw=1)
+        ax.axhline(0.5, color="0.6", lw=0.7, ls=":")
+        name = (r"hemisphere: $\beta = b/\sqrt{d}$, b = " + f"{s['b']:g}" if sc == "hemisphere"
+                else r"simplex: $\beta = \sqrt{\kappa d/N}$, $\kappa$ = " + f"{s['kappa']:g}")
+        ax.set(xlabel=r"$t = d\tau$", ylabel=r"$\gamma(t)$", ylim=(0, 1),
+               title=f"{name} (d = {s['d']})")
+        ax.legend(fontsize=7, loc="lower right")
+    ax = axes[2]
+    ns = ds.n_tokens.values
+    for sc, mk, colour in zip(ds.scaling.values, ("o", "s"), ("#4c78a8", "#f58518")):
+        sub = ds.sel(scaling=sc)
+        ax.errorbar(ns, sub.t_half, yerr=2 * sub.t_half_se, fmt=mk, capsize=2, ms=5,
+                    color=colour, label=f"{sc}: measured")
+        ax.plot(ns, sub.t_half_theory, ls="--", lw=1, color=colour,
+                label=f"{sc}: scalar dynamics")
+    ax.axhline(s["t_half_logistic"], color="0.4", lw=0.8, ls=":", label="logistic law")
+    ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=r"$t_{1/2}$",
+           title=f"collapse half-way ({s['n_traj']:,} runs a point; bars 2 s.e.)")
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(int(n)) for n in ns])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_yticks([1, 2, 4, 8, 16])
+    ax.set_yticklabels(["1", "2", "4", "8", "16"])
+    ax.legend(fontsize=7)
+    return laid_out(fig)
