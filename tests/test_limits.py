@@ -329,3 +329,37 @@ def test_order_fit_recovers_a_power():
     assert order == pytest.approx(2.0, abs=1e-12) and se < 1e-10
     order, se = _fit(eta, -0.1 * eta, 1e-4 * np.ones(eta.size))
     assert order == pytest.approx(1.0, abs=1e-9)
+
+
+# ---- the slow-motion two-point motion (book: prop-slow-long-time) ----------------------------
+
+def _euler_overlap(kappa, r0, tau, n, steps, seed):
+    """dR = -kappa R (1 - R^2) dtau + sqrt(2) (1 - R^2) dB by Euler steps in R (clipped to
+    (-1, 1)): an integration independent of the atanh form being checked."""
+    rng = np.random.default_rng(seed)
+    r = np.full(n, r0)
+    h = tau / steps
+    for _ in range(steps):
+        q = 1.0 - r * r
+        r = r - kappa * r * q * h + math.sqrt(2.0 * h) * q * rng.standard_normal(n)
+        r = np.clip(r, -1.0 + 1e-15, 1.0 - 1e-15)
+    return r
+
+
+def test_slow_motion_overlap_is_tanh_of_a_brownian_motion():
+    """kappa = 2: atanh R_tau ~ N(atanh R_0, 2 tau) (KS test; Euler bias O(h) below its power)."""
+    x0, tau = math.atanh(0.3), 0.5
+    r = _euler_overlap(2.0, 0.3, tau, 20_000, 2000, 1)
+    x = np.arctanh(r)
+    assert stats.kstest(x, "norm", args=(x0, math.sqrt(2 * tau))).pvalue > ALPHA
+
+
+def test_slow_motion_with_the_printed_drift_settles_at_a_pole():
+    """kappa = 1: R -> +1 with probability 1/2 + arctan(sinh x0) / pi (z-test at a long clock,
+    where the undecided paths are few)."""
+    r0 = 0.3
+    r = _euler_overlap(1.0, r0, 8.0, 8000, 8000, 2)
+    p = 0.5 + math.atan(math.sinh(math.atanh(r0))) / math.pi
+    up = (r > 0).mean()
+    assert np.mean(np.abs(r) > 0.99) > 0.9
+    assert abs(up - p) < Z * math.sqrt(p * (1 - p) / r.size)

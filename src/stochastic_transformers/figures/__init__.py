@@ -89,6 +89,7 @@ REGISTRY: dict[str, str] = {
     "homog_rate": "homog_rate",
     "homog_noise": "homog_noise",
     "homog_scaling": "homog_scaling",
+    "homog_laws": "homog_laws",
 }
 
 from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)

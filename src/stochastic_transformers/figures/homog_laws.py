@@ -1,0 +1,193 @@
+r"""Sub-Gaussian weights in the follow-up's model: which laws the limit forgets, and which it does not.
+
+The follow-up's Theorem 1 assumes sub-Gaussian fluctuations only.  Its limit depends on the
+weights through the mean field and the covariance of the increments.  For the values V that
+covariance, :math:`\sigma^2 E_A\langle m_A(x_i), m_A(x_j)\rangle I`, involves only the variance of
+V's entries: any law with the same variance has the same limit (as in the main paper's
+universality).  For the key-query matrices it involves the whole law of the scores
+:math:`\beta\langle W'^\top x_i, W^\top x_j\rangle`, which for Rademacher :math:`W, W'` is not
+Gaussian at small d (a sum of d products of signs) and tends to it as d grows (central limit
+theorem): the limit changes with the law of W, W', by an amount that should vanish with d.
+
+Two tokens from uniform starts, centred weights, one head, :math:`\beta = b/\sqrt d`, run to
+the clock :math:`t = d\tau` (on which the overlap moves at a rate free of d) in ``n_layers``
+layers of step :math:`\eta = (\tau/\text{n\_layers})^{1/2}`: the overlap's mean and its law for
+Gaussian weights, Rademacher V, Rademacher W and W', and all three Rademacher, each against the
+Gaussian run (two-sample Kolmogorov-Smirnov test) and the Gaussian limit
+(:func:`stochastic_transformers.homogenized.overlap_moments`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from .. import simulate
+from ..config import ModelConfig, RunConfig
+from ..homogenized import overlap_moments
+from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
+                   resolve_scale)
+
+ID = "homog_laws"
+CELL_VERSION = "1"
+DESCRIPTION = ("random keys and queries with Rademacher weights: the limit forgets the law of "
+               "V but not that of W, W' (until d is large)")
+
+#: law name -> (values, qk_law)
+LAWS = {"gaussian": ("gaussian", "gaussian"), "rademacher_v": ("rademacher", "gaussian"),
+        "rademacher_qk": ("gaussian", "rademacher"), "rademacher_all": ("rademacher", "rademacher")}
+_BASE = dict(b=3.0, t=1.0, seed=0)
+SCALES = {
+    "smoke": dict(_BASE, dims=(3, 8), n_layers=16, n_traj=400),
+    "quick": dict(_BASE, dims=(3, 6, 12, 24), n_layers=128, n_traj=4000),
+    "paper": dict(_BASE, dims=(3, 6, 12, 24), n_layers=512, n_traj=40_000),
+}
+KNOB_SCHEMA = {"b": real(0.0, 10.0), "t": real(0.0, 16.0, strict_min=True),
+               "dims": integers(3, 64), "n_layers": integer(1, 1 << 14), "n_traj": integer(2)}
+#: Level of the law tests (four dimensions times three laws: 12 tests, a family-wise false
+#: alarm rate below 1.2e-3 when every law has the Gaussian's limit).
+KS_ALPHA = 1e-4
+#: A mean overlap agrees with the Gaussian limit when within this many standard errors.
+AGREE_Z = 3.0
+
+
+def cell(*, law, d, b, t, n_layers, n_traj, seed):
+    """One (law, d): the overlap at the clock t = d tau (and its mean)."""
+    values, qk_law = LAWS[law]
+    tau = t / d
+    eta = math.sqrt(tau / n_layers)                 # n_layers * eta^2 = tau
+    ds = simulate(ModelConfig(d=d, beta=b / math.sqrt(d), kind="random_attention",
+                              values=values, qk_law=qk_law, eta=eta),
+                  RunConfig(n_tokens=2, n_traj=n_traj, L=n_layers, T=1.0, seed=seed,
+                            n_threads=cell_threads()))
+    r = ds.gram.values[:, 0, 1]
+    # the empirical law on a fixed grid (the KS test needs the samples: kept as quantiles)
+    q = np.quantile(r, np.linspace(0.0, 1.0, 2001))
+    return {"mean": float(r.mean()), "mean_se": float(r.std(ddof=1) / math.sqrt(n_traj)),
+            "quantiles": q, "n_traj": n_traj}
+
+
+def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
+    """Run the (law, d) sweep, then the law tests against the Gaussian runs and the limit."""
+    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    ds = figure_sweep(__name__, scale, {"law": list(LAWS), "d": list(knobs["dims"])},
+                      fixed={k: knobs[k] for k in ("b", "t", "n_layers", "n_traj")},
+                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
+                      progress=progress, output_dims={"quantiles": ("level",)},
+                      output_coords={"level": np.linspace(0.0, 1.0, 2001)})
+    return _finish(ds, scale)
+
+
+def _ks_from_quantiles(qa, qb, n):
+    """Two-sample KS statistic and p-value from two samples' 201 quantiles (both of size n):
+    the largest gap between the two empirical distribution functions evaluated on the
+    pooled quantiles (resolution 1/2000, well below the critical gaps of these sample
+    sizes), with the asymptotic two-sample law (one-sample law at n / 2)."""
+    grid = np.union1d(qa, qb)
+    levels = np.linspace(0.0, 1.0, qa.size)
+    fa = np.interp(grid, qa, levels, left=0.0, right=1.0)
+    fb = np.interp(grid, qb, levels, left=0.0, right=1.0)
+    stat = float(np.max(np.abs(fa - fb)))
+    return stat, float(stats.kstwo.sf(stat, n // 2)) if n > 1 else float("nan")
+
+
+def _finish(ds, scale):
+    b, t = float(ds.attrs["fixed_b"]), float(ds.attrs["fixed_t"])
+    dims = ds.d.values
+    limit = np.array([overlap_moments([t / int(d)], b / math.sqrt(int(d)), int(d))[0][0]
+                      for d in dims])
+    ds["limit_mean"] = (("d",), limit)
+    ds["z_limit"] = (ds["mean"] - ds.limit_mean) / ds.mean_se
+    gauss = ds.sel(law="gaussian")
+    ds["diff_gaussian"] = ds["mean"] - gauss["mean"]
+    ds["diff_gaussian_se"] = np.sqrt(ds.mean_se ** 2 + gauss.mean_se ** 2)
+    ks_stat = np.zeros((ds.sizes["law"], dims.size))
+    ks_p = np.ones_like(ks_stat)
+    for i, law in enumerate(ds.law.values):
+        for j, d in enumerate(dims):
+            if law == "gaussian":
+                continue
+            ks_stat[i, j], ks_p[i, j] = _ks_from_quantiles(
+                ds.quantiles.sel(law=law, d=d).values, gauss.quantiles.sel(d=d).values,
+                int(ds.n_traj.max()))
+    ds["ks_stat"] = (("law", "d"), ks_stat)
+    ds["ks_p"] = (("law", "d"), ks_p)
+    ds.attrs.update(scale=scale, figure=ID, ks_alpha=KS_ALPHA)
+    return ds
+
+
+#: Seconds per trajectory-layer (two tokens, the four laws and dimensions together), measured
+#: on the committed paper run.
+SECONDS_PER_WORK = 1.0e-6
+
+
+def work(knobs) -> float:
+    return float(len(LAWS) * len(knobs["dims"]) * knobs["n_traj"] * knobs["n_layers"])
+
+
+def measured_work(ds):
+    knobs = {"dims": list(ds.d.values), "n_traj": int(ds.n_traj.max()),
+             "n_layers": int(ds.attrs["fixed_n_layers"])}
+    return float(ds.attrs["cell_time_s"]), work(knobs)
+
+
+cost = cost_function(__name__)
+
+
+def summary(ds) -> dict:
+    """Per law: the largest |z| of the mean against the Gaussian limit, the KS p-values against
+    the Gaussian runs per d, whether the law is told apart (some p below KS_ALPHA), and the
+    difference of means from the Gaussian run per d with its s.e. (its trend in d)."""
+    out = {"laws": {}, "dims": [int(d) for d in ds.d.values], "n_traj": int(ds.n_traj.max()),
+           "b": float(ds.attrs["fixed_b"]), "t": float(ds.attrs["fixed_t"]),
+           "n_layers": int(ds.attrs["fixed_n_layers"]),
+           "ks_alpha": KS_ALPHA, "agree_z": AGREE_Z}
+    for law in ds.law.values:
+        sub = ds.sel(law=law)
+        diff = sub.diff_gaussian.values
+        out["laws"][str(law)] = dict(
+            max_abs_z_limit=float(np.max(np.abs(sub.z_limit.values))),
+            on_limit=bool(np.max(np.abs(sub.z_limit.values)) <= AGREE_Z),
+            ks_p=[float(v) for v in sub.ks_p.values],
+            told_apart=bool(np.any(sub.ks_p.values < KS_ALPHA)) if law != "gaussian" else False,
+            told_apart_dims=[int(d) for d, p in zip(ds.d.values, sub.ks_p.values)
+                             if p < KS_ALPHA and law != "gaussian"],
+            diff=[float(v) for v in diff],
+            diff_se=[float(v) for v in sub.diff_gaussian_se.values],
+            abs_z_diff=[float(abs(v)) for v in (diff / sub.diff_gaussian_se.values)])
+    return out
+
+
+def plot(ds):
+    """(a) mean overlap against d for every law, with the Gaussian limit; (b) its difference
+    from the Gaussian run."""
+    import matplotlib.pyplot as plt
+
+    s = summary(ds)
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
+    dims = ds.d.values
+    marks = {"gaussian": "o", "rademacher_v": "s", "rademacher_qk": "^", "rademacher_all": "D"}
+    for law in ds.law.values:
+        sub = ds.sel(law=law)
+        ax.errorbar(dims, sub["mean"], yerr=2 * sub.mean_se, fmt=marks[str(law)], ms=5,
+                    capsize=2, label=str(law).replace("_", " "))
+        if law != "gaussian":
+            axb.errorbar(dims, sub.diff_gaussian, yerr=2 * sub.diff_gaussian_se,
+                         fmt=marks[str(law)] + "-", ms=5, capsize=2, lw=0.8,
+                         label=str(law).replace("_", " "))
+    ax.plot(dims, ds.limit_mean, "k--", lw=1, label="Gaussian limit")
+    ax.set(xscale="log", xlabel="d", ylabel=r"$E R$ at $t = d\tau$",
+           title=fr"two tokens, $\beta = {s['b']:g}/\sqrt{{d}}$, $t$ = {s['t']:g} "
+                 f"({s['n_traj']:,} pairs, {s['n_layers']} layers)")
+    axb.axhline(0.0, color="0.5", lw=0.8)
+    axb.set(xscale="log", xlabel="d", ylabel="E R minus the Gaussian run's",
+            title="difference from Gaussian weights (bars 2 s.e.)")
+    for a in (ax, axb):
+        a.set_xticks(dims)
+        a.set_xticklabels([str(int(d)) for d in dims])
+        a.minorticks_off()
+    ax.legend(fontsize=7)
+    axb.legend(fontsize=7)
+    return laid_out(fig)
