@@ -363,3 +363,39 @@ def test_slow_motion_with_the_printed_drift_settles_at_a_pole():
     up = (r > 0).mean()
     assert np.mean(np.abs(r) > 0.99) > 0.9
     assert abs(up - p) < Z * math.sqrt(p * (1 - p) / r.size)
+
+
+# ---- N, d and beta; Rademacher weights ------------------------------------------------------
+
+def test_half_time_and_scalings():
+    from stochastic_transformers.figures.homog_scaling import beta_for, half_time
+
+    t = np.linspace(0.0, 4.0, 5)
+    assert half_time(t, np.array([0.1, 0.3, 0.7, 0.9, 1.0])) == pytest.approx(1.5)
+    assert math.isnan(half_time(t, np.full(5, 0.2)))
+    assert beta_for("hemisphere", 8, 64, 1.0, 1.0) == pytest.approx(1 / 8)
+    assert beta_for("simplex", 16, 64, 1.0, 1.0) ** 2 * 16 / 64 == pytest.approx(1.0)
+
+
+def test_ks_from_quantiles_matches_the_samples():
+    """The KS statistic from 2001 quantiles is the samples' to within the grid's resolution."""
+    from stochastic_transformers.figures.homog_laws import _ks_from_quantiles
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(20_000), rng.standard_normal(20_000) + 0.03
+    levels = np.linspace(0.0, 1.0, 2001)
+    stat, p = _ks_from_quantiles(np.quantile(a, levels), np.quantile(b, levels), a.size)
+    ref = stats.ks_2samp(a, b)
+    assert stat == pytest.approx(ref.statistic, abs=1e-3)
+    assert p == pytest.approx(ref.pvalue, rel=0.5)
+
+
+def test_scaling_and_laws_pages_compute_at_smoke(tmp_path):
+    from stochastic_transformers.figures import homog_laws, homog_scaling
+
+    s = homog_scaling.summary(homog_scaling.compute("smoke", progress=False, cache_dir=tmp_path))
+    assert set(s["scalings"]) == {"hemisphere", "simplex"}
+    with pytest.raises(ValueError, match="below d"):
+        homog_scaling.compute("smoke", Ns=(4, 40), progress=False, cache_dir=tmp_path)
+    law = homog_laws.summary(homog_laws.compute("smoke", progress=False, cache_dir=tmp_path))
+    assert law["laws"]["gaussian"]["ks_p"] == [1.0, 1.0]
