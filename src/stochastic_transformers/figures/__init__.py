@@ -159,19 +159,25 @@ def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
     for a local cluster); ``cache_dir`` holds finished sweep cells so that a
     killed run resumes.  ``compute`` checks the scale and the knobs before anything is
     computed or written.  The file's ``load_average_start`` and ``load_average_end`` are
-    those of this whole call (a sweep's own describe that sweep alone).
+    those of this whole call (a sweep's own describe that sweep alone); a dataset that
+    records no ``wall_time_s`` of its own (a figure without a sweep) gets the compute's.
     """
+    import time
+
     from ..io import load_average, write_netcdf
     from ..style import use_style
 
     module = get(fig_id)
     load_start = load_average()
+    start = time.perf_counter()
     ds = module.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
                         **overrides)
+    elapsed = time.perf_counter() - start
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if ds is not None:
         ds.attrs["overrides"] = "; ".join(f"{k}={v!r}" for k, v in overrides.items()) or "none"
+        ds.attrs.setdefault("wall_time_s", elapsed)
         for key, value in (("load_average_start", load_start),
                            ("load_average_end", load_average())):
             if value is not None:
