@@ -47,7 +47,7 @@ def test_fig1_outward_verdict_follows_the_radial_component():
 
 def test_fig1_page_keys_are_glued():
     stats = fig1.summary(fig1.compute("smoke"))
-    own = {"fig1.elapsed_ms", "fig1.stable_rest_text", "fig1.unstable_rest_text",
+    own = {"fig1.elapsed_ms", "fig1.source", "fig1.stable_rest_text", "fig1.unstable_rest_text",
            "fig1.radial_reading", "fig1.midpoint_reading"}
     assert _keys("fig1_attention_field") <= _glued("fig1", stats) | own
 
