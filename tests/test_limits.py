@@ -395,7 +395,8 @@ def test_scaling_and_laws_pages_compute_at_smoke(tmp_path):
 
     s = homog_scaling.summary(homog_scaling.compute("smoke", progress=False, cache_dir=tmp_path))
     assert set(s["scalings"]) == {"hemisphere", "simplex"}
-    with pytest.raises(ValueError, match="below d"):
+    with pytest.raises(ValueError, match="below every d"):
         homog_scaling.compute("smoke", Ns=(4, 40), progress=False, cache_dir=tmp_path)
+    assert set(s["by_d"]["simplex"]) == {32}
     law = homog_laws.summary(homog_laws.compute("smoke", progress=False, cache_dir=tmp_path))
     assert law["laws"]["gaussian"]["ks_p"] == [1.0, 1.0]

@@ -12,10 +12,13 @@ Theorem 2).  This figure runs N tokens from the simplex Gram matrix
 * ``simplex``: :math:`\beta = \sqrt{\kappa d/N}`,
 
 for N from 4 to 64, and measures the clock :math:`t_{1/2}` at which the mean off-diagonal
-overlap reaches 1/2 (the collapse half-way), against the scalar dynamics of
-:func:`stochastic_transformers.homogenized.simplex_path` (ours) and the logistic law's
-:math:`\log((1-\gamma_0)/\gamma_0)`.  A clustering *mitigated* by the scaling shows as a
-:math:`t_{1/2}` that grows with N.
+overlap :math:`\gamma` reaches 1/2 (the collapse half-way), against the scalar dynamics of
+:func:`stochastic_transformers.homogenized.simplex_path` (ours) and the logistic law
+(:func:`logistic_half_time`).  The keys and queries have :math:`\sigma_{qk} = 1`, so the
+scores spread by about :math:`\beta\sqrt d`: about b on the hemisphere scaling, and
+:math:`d\sqrt{\kappa/N}` (64 down to 16 at d = 128) on the simplex scaling.  A clustering
+*mitigated* by the scaling shows as a :math:`t_{1/2}` that grows with N beyond the logistic
+law's.
 """
 
 from __future__ import annotations
@@ -39,21 +42,22 @@ DESCRIPTION = ("random keys and queries: the collapse time as N grows with beta 
 SCALINGS = ("hemisphere", "simplex")
 _BASE = dict(b=1.0, kappa=1.0, gamma0=0.1, t_max=16.0, n_times=33, seed=0)
 SCALES = {
-    "smoke": dict(_BASE, d=32, Ns=(4, 8), t_max=8.0, n_layers=80, n_times=5, n_traj=20,
+    "smoke": dict(_BASE, dims=(32,), Ns=(4, 8), t_max=8.0, n_layers=80, n_times=5, n_traj=20,
                   theory_samples=300),
-    "quick": dict(_BASE, d=64, Ns=(4, 8, 16, 32), n_layers=640, n_traj=100,
+    "quick": dict(_BASE, dims=(64,), Ns=(4, 8, 16, 32), n_layers=640, n_traj=100,
                   theory_samples=1500),
-    "paper": dict(_BASE, d=128, Ns=(4, 8, 16, 32, 64), n_layers=640, n_traj=400,
+    "paper": dict(_BASE, dims=(128, 256), Ns=(4, 8, 16, 32, 64), n_layers=640, n_traj=400,
                   theory_samples=3000),
 }
 KNOB_SCHEMA = {"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
                "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
-               "n_times": integer(3, 201), "d": integer(3, 1024), "Ns": integers(2, 256),
+               "n_times": integer(3, 201), "dims": integers(3, 1024), "Ns": integers(2, 256),
                "n_layers": integer(1), "n_traj": integer(2), "theory_samples": integer(100)}
 #: The collapse is *mitigated* by a scaling when t_1/2 grows with N (the slope of log t_1/2
-#: against log N above 0 by GROWTH_Z s.e.) beyond the N-free logistic value (t_1/2 at the
-#: largest N above log((1 - gamma0) / gamma0) by GROWTH_Z s.e.): a t_1/2 that climbs to the
-#: logistic value from below is the approach to the high-temperature law, not a slowing.
+#: against log N above 0 by GROWTH_Z s.e.) beyond the logistic law's (t_1/2 at the largest N
+#: above :func:`logistic_half_time` by GROWTH_Z s.e.): the logistic t_1/2 itself rises with N,
+#: through the diagonal's share 1/N of the mean overlap, and a t_1/2 that follows it is the
+#: high-temperature law, not a slowing.
 GROWTH_Z = 3.0
 
 
@@ -63,12 +67,17 @@ def beta_for(scaling, n_tokens, d, b, kappa):
 
 
 def _check(knobs):
-    bad = [n for n in knobs["Ns"] if n >= knobs["d"]]
+    bad = [n for n in knobs["Ns"] if n >= min(knobs["dims"])]
     if bad:
-        raise ValueError(f"Ns must be below d = {knobs['d']} (the simplex needs N + 1 "
-                         f"directions); got {bad}")
+        raise ValueError(f"Ns must be below every d of dims (the simplex needs N + 1 "
+                         f"directions; smallest d = {min(knobs['dims'])}); got {bad}")
     if knobs["n_layers"] % (knobs["n_times"] - 1):
         raise ValueError("n_times - 1 must divide n_layers")
+    for d in knobs["dims"]:
+        per_unit = knobs["n_layers"] * d / knobs["t_max"]
+        if abs(per_unit - round(per_unit)) > 1e-9 * per_unit:
+            raise ValueError(f"n_layers * d / t_max must be a whole number (layers per unit of "
+                             f"the noise clock); got {per_unit} at d = {d}")
 
 
 def cell(*, scaling, n_tokens, d, b, kappa, gamma0, t_max, n_layers, n_times, n_traj, seed):
@@ -93,13 +102,25 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
     knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     _check(knobs)
     t = np.linspace(0.0, knobs["t_max"], knobs["n_times"])
-    fixed = {k: knobs[k] for k in ("d", "b", "kappa", "gamma0", "t_max", "n_layers", "n_times",
+    fixed = {k: knobs[k] for k in ("b", "kappa", "gamma0", "t_max", "n_layers", "n_times",
                                    "n_traj")}
-    ds = figure_sweep(__name__, scale, {"scaling": list(SCALINGS), "n_tokens": list(knobs["Ns"])},
+    grid = {"scaling": list(SCALINGS), "n_tokens": list(knobs["Ns"]), "d": list(knobs["dims"])}
+    ds = figure_sweep(__name__, scale, grid,
                       fixed=fixed, seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
                       progress=progress, output_dims={"gamma_mean": ("t",), "gamma_se": ("t",)},
                       output_coords={"t": t})
     return _finish(ds, scale, samples=knobs["theory_samples"])
+
+
+def logistic_half_time(n_tokens, gamma0):
+    r"""The clock at which :math:`\gamma` reaches 1/2 if the mean overlap
+    :math:`m = \frac1N + (1 - \frac1N)\gamma` follows the logistic law from its start:
+    :math:`\log\frac{1-m_0}{m_0} - \log\frac{1-m_*}{m_*}`, :math:`m_* = \frac{1 + 1/N}2`
+    (the diagonal's share 1/N makes it depend on N; it tends to
+    :math:`\log\frac{1-\gamma_0}{\gamma_0}` as N grows)."""
+    m0 = 1.0 / n_tokens + (1.0 - 1.0 / n_tokens) * gamma0
+    m_star = 0.5 * (1.0 + 1.0 / n_tokens)
+    return math.log((1.0 - m0) / m0) - math.log((1.0 - m_star) / m_star)
 
 
 def half_time(t, gamma, level=0.5):
@@ -113,48 +134,53 @@ def half_time(t, gamma, level=0.5):
 
 
 def _finish(ds, scale, *, samples):
-    d, g0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_gamma0"])
+    g0 = float(ds.attrs["fixed_gamma0"])
+    ds = ds.transpose("scaling", "n_tokens", "d", "t")
     t = ds.t.values
-    theory = np.empty((ds.sizes["scaling"], ds.sizes["n_tokens"], t.size))
-    th_half = np.empty(theory.shape[:2])
-    half, half_se = np.empty(theory.shape[:2]), np.empty(theory.shape[:2])
+    shape = (ds.sizes["scaling"], ds.sizes["n_tokens"], ds.sizes["d"])
+    theory = np.empty(shape + (t.size,))
+    th_half, half, half_se = np.empty(shape), np.empty(shape), np.empty(shape)
     for i, sc in enumerate(ds.scaling.values):
         for j, n in enumerate(ds.n_tokens.values):
-            beta = float(ds.beta.sel(scaling=sc, n_tokens=n))
-            path, _ = simplex_path(t, g0, int(n), beta, d, n_samples=samples)
-            theory[i, j] = path
-            th_half[i, j] = half_time(t, path)
-            g = ds.gamma_mean.sel(scaling=sc, n_tokens=n).values
-            se = ds.gamma_se.sel(scaling=sc, n_tokens=n).values
-            half[i, j] = h = half_time(t, g)
-            if np.isfinite(h):
-                k = np.searchsorted(t, h)
-                slope = (g[k] - g[k - 1]) / (t[k] - t[k - 1])
-                half_se[i, j] = float(max(se[k - 1], se[k]) / slope)
-            else:
-                half_se[i, j] = float("nan")
-    ds["gamma_theory"] = (("scaling", "n_tokens", "t"), theory)
-    ds["t_half"] = (("scaling", "n_tokens"), half)
-    ds["t_half_se"] = (("scaling", "n_tokens"), half_se)
-    ds["t_half_theory"] = (("scaling", "n_tokens"), th_half)
+            for k, d in enumerate(ds.d.values):
+                cell = ds.sel(scaling=sc, n_tokens=n, d=d)
+                path, _ = simplex_path(t, g0, int(n), float(cell.beta), int(d),
+                                       n_samples=samples)
+                theory[i, j, k] = path
+                th_half[i, j, k] = half_time(t, path)
+                g, se = cell.gamma_mean.values, cell.gamma_se.values
+                half[i, j, k] = h = half_time(t, g)
+                if np.isfinite(h):
+                    m = np.searchsorted(t, h)
+                    slope = (g[m] - g[m - 1]) / (t[m] - t[m - 1])
+                    half_se[i, j, k] = float(max(se[m - 1], se[m]) / slope)
+                else:
+                    half_se[i, j, k] = float("nan")
+    dims = ("scaling", "n_tokens", "d")
+    ds["gamma_theory"] = (dims + ("t",), theory)
+    ds["t_half"] = (dims, half)
+    ds["t_half_se"] = (dims, half_se)
+    ds["t_half_theory"] = (dims, th_half)
+    ds["t_half_logistic"] = (("n_tokens",), np.array([logistic_half_time(int(n), g0)
+                                                     for n in ds.n_tokens.values]))
     ds.attrs.update(scale=scale, figure=ID, theory_samples=samples,
                     t_half_logistic=math.log((1.0 - g0) / g0))
     return ds
 
 
-#: Seconds per token-trajectory-layer (d = 128), measured on the committed paper run (629 s of
-#: cell time).
-SECONDS_PER_WORK = 9.91e-6
+#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run.
+SECONDS_PER_WORK = 7.7e-8
 
 
 def work(knobs) -> float:
-    """Token-trajectory-layers: n_traj * n_layers * sum(Ns) per scaling."""
-    return float(len(SCALINGS) * knobs["n_traj"] * knobs["n_layers"] * sum(knobs["Ns"]))
+    """Token-dimension-trajectory-layers: n_traj * n_layers * sum(Ns) * sum(dims) per scaling."""
+    return float(len(SCALINGS) * knobs["n_traj"] * knobs["n_layers"] * sum(knobs["Ns"])
+                 * sum(knobs["dims"]))
 
 
 def measured_work(ds):
     knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
-             "Ns": [int(n) for n in ds.n_tokens.values]}
+             "Ns": [int(n) for n in ds.n_tokens.values], "dims": [int(d) for d in ds.d.values]}
     return float(ds.attrs["cell_time_s"]), work(knobs)
 
 
@@ -162,47 +188,68 @@ cost = cost_function(__name__)
 
 
 def _growth(ns, half, se):
-    """Weighted slope of log t_1/2 against log N and its s.e. (finite points only)."""
+    """Weighted slope of log t_1/2 against log N and its s.e., the s.e. inflated by
+    sqrt(chi^2 / dof) when the points scatter more than their errors (t_1/2 need not be a
+    power of N: the slope is an average exponent), and that chi^2 / dof."""
     keep = np.isfinite(half) & np.isfinite(se) & (se > 0)
     if keep.sum() < 2:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
     x, y = np.log(ns[keep]), np.log(half[keep])
     w = (half[keep] / se[keep]) ** 2
     X = np.vstack([np.ones_like(x), x]).T
     cov = np.linalg.inv(X.T @ (w[:, None] * X))
     coef = cov @ (X.T @ (w * y))
-    return float(coef[1]), float(math.sqrt(cov[1, 1]))
+    dof = keep.sum() - 2
+    chi2 = float(np.sum(w * (y - X @ coef) ** 2) / dof) if dof > 0 else float("nan")
+    inflate = math.sqrt(max(1.0, chi2)) if np.isfinite(chi2) else 1.0
+    return float(coef[1]), float(math.sqrt(cov[1, 1]) * inflate), chi2
+
+
+def _scaling_summary(sub, ns, logistic):
+    """The numbers of one scaling at one d (``sub``: its t_half, ... over n_tokens;
+    ``logistic``: the logistic t_1/2 for each N)."""
+    s, se, chi2 = _growth(ns, sub.t_half.values, sub.t_half_se.values)
+    gap = np.abs(sub.gamma_mean - sub.gamma_theory).max("t").values
+    last, last_se = float(sub.t_half.values[-1]), float(sub.t_half_se.values[-1])
+    beyond = bool(np.isfinite(last) and last - logistic[-1] > GROWTH_Z * last_se)
+    half = sub.t_half.values
+    local = np.diff(np.log(half)) / np.diff(np.log(ns))
+    z_theory = (sub.t_half.values - sub.t_half_theory.values) / sub.t_half_se.values
+    return dict(
+        t_half=[float(v) for v in sub.t_half.values],
+        t_half_se=[float(v) for v in sub.t_half_se.values],
+        t_half_theory=[float(v) for v in sub.t_half_theory.values],
+        beta=[float(v) for v in sub.beta.values], growth=s, growth_se=se, growth_chi2=chi2,
+        local_exponents=[float(v) for v in local],
+        over_logistic=[float(v) for v in half / logistic],
+        mitigated=bool(np.isfinite(s) and s > GROWTH_Z * se and beyond),
+        beyond_logistic=beyond, z_theory=[float(v) for v in z_theory],
+        max_rel_gap=float(np.nanmax(np.abs(sub.t_half.values / sub.t_half_theory.values - 1))),
+        runs_slower=bool(np.all(sub.t_half.values > sub.t_half_theory.values)),
+        max_abs_z_theory=float(np.nanmax(np.abs(z_theory))),
+        n_unreached=int(np.sum(~np.isfinite(sub.t_half.values))),
+        max_gap=float(gap.max()), max_gap_at_n=int(ns[int(np.argmax(gap))]))
 
 
 def summary(ds) -> dict:
-    """Per scaling: t_1/2 for every N (measured, s.e., scalar dynamics), the growth exponent
-    of t_1/2 in N and whether it is positive by GROWTH_Z s.e. (``mitigated``), and the
-    largest gap of gamma(t) to the scalar dynamics."""
+    """Per scaling, at the largest d (``scalings``) and at every d (``by_d``): t_1/2 for every
+    N (measured, s.e., scalar dynamics), the growth exponent of t_1/2 in N and whether the
+    collapse is mitigated (:data:`GROWTH_Z`), the gaps to the scalar dynamics.
+    ``mitigated_at_every_d``: per scaling, the verdict holds at every d."""
     ns = ds.n_tokens.values.astype(float)
-    out = {"scalings": {}, "d": int(ds.attrs["fixed_d"]), "Ns": [int(n) for n in ns],
-           "n_traj": int(ds.n_traj.max()), "t_max": float(ds.t.max()),
-           "t_half_logistic": float(ds.attrs["t_half_logistic"]), "growth_z": GROWTH_Z,
+    logistic = ds.t_half_logistic.values
+    dims = [int(d) for d in ds.d.values]
+    out = {"scalings": {}, "by_d": {}, "d": dims[-1], "dims": dims, "d_min": dims[0],
+           "Ns": [int(n) for n in ns], "n_traj": int(ds.n_traj.max()), "t_max": float(ds.t.max()),
+           "t_half_logistic": [float(v) for v in logistic],
+           "t_half_logistic_limit": float(ds.attrs["t_half_logistic"]), "growth_z": GROWTH_Z,
            "b": float(ds.attrs["fixed_b"]), "kappa": float(ds.attrs["fixed_kappa"]),
-           "gamma0": float(ds.attrs["fixed_gamma0"])}
+           "gamma0": float(ds.attrs["fixed_gamma0"]), "mitigated_at_every_d": {}}
     for sc in ds.scaling.values:
-        sub = ds.sel(scaling=sc)
-        s, se = _growth(ns, sub.t_half.values, sub.t_half_se.values)
-        gap = np.abs(sub.gamma_mean - sub.gamma_theory).max("t").values
-        last, last_se = float(sub.t_half.values[-1]), float(sub.t_half_se.values[-1])
-        beyond = bool(np.isfinite(last) and last - out["t_half_logistic"] > GROWTH_Z * last_se)
-        z_theory = (sub.t_half.values - sub.t_half_theory.values) / sub.t_half_se.values
-        out["scalings"][str(sc)] = dict(
-            t_half=[float(v) for v in sub.t_half.values],
-            t_half_se=[float(v) for v in sub.t_half_se.values],
-            t_half_theory=[float(v) for v in sub.t_half_theory.values],
-            beta=[float(v) for v in sub.beta.values], growth=s, growth_se=se,
-            mitigated=bool(np.isfinite(s) and s > GROWTH_Z * se and beyond),
-            beyond_logistic=beyond, z_theory=[float(v) for v in z_theory],
-            max_rel_gap=float(np.nanmax(np.abs(sub.t_half.values / sub.t_half_theory.values - 1))),
-            runs_slower=bool(np.all(sub.t_half.values > sub.t_half_theory.values)),
-            max_abs_z_theory=float(np.nanmax(np.abs(z_theory))),
-            n_unreached=int(np.sum(~np.isfinite(sub.t_half.values))),
-            max_gap=float(gap.max()), max_gap_at_n=int(ns[int(np.argmax(gap))]))
+        per_d = {d: _scaling_summary(ds.sel(scaling=sc, d=d), ns, logistic) for d in dims}
+        out["by_d"][str(sc)] = per_d
+        out["scalings"][str(sc)] = per_d[dims[-1]]
+        out["mitigated_at_every_d"][str(sc)] = all(v["mitigated"] for v in per_d.values())
     return out
 
 
@@ -215,9 +262,10 @@ def plot(ds):
     s = summary(ds)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1, 1]})
     colours = palette(ds.sizes["n_tokens"])
+    big = ds.isel(d=-1)
     for ax, sc in zip(axes[:2], ds.scaling.values):
         for colour, n in zip(colours, ds.n_tokens.values):
-            sub = ds.sel(scaling=sc, n_tokens=n)
+            sub = big.sel(scaling=sc, n_tokens=n)
             ax.errorbar(ds.t, sub.gamma_mean, yerr=2 * sub.gamma_se, fmt="o", ms=2.5,
                         color=colour, lw=0.7, capsize=1, label=f"N = {int(n)}")
             ax.plot(ds.t, sub.gamma_theory, color=colour, lw=1)
@@ -230,12 +278,15 @@ def plot(ds):
     ax = axes[2]
     ns = ds.n_tokens.values
     for sc, mk, colour in zip(ds.scaling.values, ("o", "s"), ("#4c78a8", "#f58518")):
-        sub = ds.sel(scaling=sc)
-        ax.errorbar(ns, sub.t_half, yerr=2 * sub.t_half_se, fmt=mk, capsize=2, ms=5,
-                    color=colour, label=f"{sc}: measured")
-        ax.plot(ns, sub.t_half_theory, ls="--", lw=1, color=colour,
-                label=f"{sc}: scalar dynamics")
-    ax.axhline(s["t_half_logistic"], color="0.4", lw=0.8, ls=":", label="logistic law")
+        for k, d in enumerate(ds.d.values):
+            sub = ds.sel(scaling=sc, d=d)
+            last = k == ds.sizes["d"] - 1
+            ax.errorbar(ns, sub.t_half, yerr=2 * sub.t_half_se, fmt=mk, capsize=2, ms=5,
+                        color=colour, mfc=colour if last else "white",
+                        label=f"{sc}, d = {int(d)}: measured")
+            ax.plot(ns, sub.t_half_theory, ls="--" if last else ":", lw=1, color=colour,
+                    label=f"{sc}, d = {int(d)}: scalar dynamics")
+    ax.plot(ns, s["t_half_logistic"], color="0.4", lw=0.8, ls=":", label="logistic law")
     ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=r"$t_{1/2}$",
            title=f"collapse half-way ({s['n_traj']:,} runs a point; bars 2 s.e.)")
     from matplotlib.ticker import NullFormatter
@@ -246,5 +297,5 @@ def plot(ds):
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks([1, 2, 4, 8, 16])
     ax.set_yticklabels(["1", "2", "4", "8", "16"])
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
     return laid_out(fig)
