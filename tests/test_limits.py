@@ -400,3 +400,32 @@ def test_scaling_and_laws_pages_compute_at_smoke(tmp_path):
     assert set(s["by_d"]["simplex"]) == {32}
     law = homog_laws.summary(homog_laws.compute("smoke", progress=False, cache_dir=tmp_path))
     assert law["laws"]["gaussian"]["ks_p"] == [1.0, 1.0]
+
+
+def test_sde_noise_is_centred_with_random_keys(x0):
+    """With sigma_qk > 0 and a coarse Monte Carlo field (16 pairs) the scheme's tangent mean
+    displacement over one chain step is the drift of that field: the noise adds no bias of
+    its own (drawn around the field, it would add the field's Monte Carlo error times
+    sqrt(substeps) - 1)."""
+    # eta = 1e-3: the normalisation's second-order terms (of relative size eta) stay below the
+    # noise, and the bias this test guards against does not shrink with eta
+    model = _model(sigma=0.0, sigma_qk=0.7, beta=2.0, eta=1e-3)
+    n = 20_000
+    y = limits.sde_paths(x0, model, 1e-3, [0.0, 1e-3], n, substeps=16, seed=3,
+                         drift_correction=False, n_samples=16)[-1]
+    disp = (y - x0) / 1e-3
+    tangent = disp - np.sum(disp * x0, axis=-1, keepdims=True) * x0
+    b = limits.drift(x0, model, n_samples=16)
+    z = (tangent.mean(0) - b) / np.sqrt(tangent.var(0) / n)
+    assert np.max(np.abs(z)) < Z
+    with pytest.raises(ValueError, match="common-noise"):
+        limits.sde_paths(x0, _model(noise="independent"), 0.01, [0.01], 2)
+
+
+def test_bad_knobs_and_scales_are_named():
+    from stochastic_transformers.figures import homog_rate
+
+    with pytest.raises(ValueError, match="t_final"):
+        homog_rate.compute("smoke", t_final=0.3, progress=False)
+    with pytest.raises(ValueError, match="sigma_qk"):
+        ModelConfig(d=3, beta=1.0, kind="random_attention", sigma_qk=1e200)

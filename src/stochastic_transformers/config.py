@@ -38,8 +38,10 @@ RANDOM_ATTENTION_LAWS = ("gaussian", "rademacher")
 #: How the random-attention model's weights are shared: by all tokens (the follow-up's common
 #: noise) or drawn per token (independent noise, the kernel K zero off the diagonal).
 NOISES = ("common", "independent")
-#: Largest absolute entry of the random-attention model's mean matrices E V and E A.
+#: Largest absolute entry of the random-attention model's mean matrices E V and E A, and
+#: largest standard deviation of its fluctuations (beyond, scores and steps overflow).
 MEAN_MAX = 1e3
+SCALE_MAX = 1e6
 #: The layer maps: the paper's stochastic model (eq. 4), its hybrid model (eq. 7), and the
 #: follow-up's random keys, queries and values.
 MODEL_KINDS = ("stochastic", "hybrid", "random_attention")
@@ -193,7 +195,8 @@ class ModelConfig:
 
     def _check_random_attention(self):
         _set(self, n_heads=check_int("n_heads", self.n_heads, 1, MAX_HEADS),
-             sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0),
+             sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0, SCALE_MAX),
+             sigma=check_real("sigma", self.sigma, 0.0, SCALE_MAX),
              qk_law=check_choice("qk_law", self.qk_law, RANDOM_ATTENTION_LAWS),
              noise=check_choice("noise", self.noise, NOISES),
              mean_v=_mean_field("mean_v", self.mean_v, self.d),

@@ -205,10 +205,15 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
     Normalised Euler at step :math:`h = \eta/`\ ``substeps``, shortened where needed to
     land on every time.  ``drift_correction`` gives the drift the chain's modified part
     (eq. 3.5 of the follow-up, in our form); without it the limit is the SDE with drift b.
-    The weights' fluctuations are drawn from the model's own laws with ``seed``; the mean
-    field of a model with :math:`\sigma_{qk} > 0` uses ``n_samples`` antithetic pairs.
+    The weights' fluctuations are drawn from the model's own laws with ``seed`` (with
+    :math:`\sigma_{qk} > 0`, each as the difference of two independent draws over
+    :math:`\sqrt2`, exactly centred); the mean field of such a model (in the drift only)
+    uses ``n_samples`` antithetic pairs.
     """
     model = _check_model(model)
+    if model.noise != "common":
+        raise ValueError("sde_paths integrates the follow-up's common-noise SDE; got "
+                         f"noise={model.noise!r}")
     x0 = _check_tokens(x0, model)
     eta = check_real("eta", eta, 0.0, strict_min=True)
     times = np.atleast_1d(check_real_array("times", times, 0.0))
@@ -234,6 +239,16 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
             return rng.standard_normal(size)
         return rng.choice([-1.0, 1.0], size=size)
 
+    def self_output(x, base):
+        """B_theta(x_i) = V m_A(x_i) for one fresh draw of (V, W, W') per path."""
+        scores = base
+        if model.sigma_qk > 0.0:
+            w = model.sigma_qk * draw(model.qk_law, (n_paths, d, d))
+            wp = model.sigma_qk * draw(model.qk_law, (n_paths, d, d))
+            scores = base + model.beta * np.einsum("pia,pab,pjc,pcb->pij", x, wp, x, w)
+        v = vbar + model.sigma * draw(model.values, (n_paths, d, d))
+        return np.einsum("pab,pib->pia", v, _attend(scores, x))
+
     steps = range(edges.size - 1)
     if progress:
         from tqdm.auto import tqdm
@@ -246,19 +261,19 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
         if drift_correction:
             _b, corr = _correction(x, model, "ours", **quad)
             field = f + (h - eta) * corr
-        # Fluctuation of the H heads' mean B_theta - F, scaled so that its variance per
-        # unit time is the chain's (eta / H) Cov(xi): sqrt(eta / h) per step.
+        # The heads' fluctuations xi = B_theta - F, scaled so that their variance per unit
+        # time is the chain's (eta / H) Cov(xi): sqrt(eta / h) per step.  With sigma_qk = 0
+        # the field is exact and xi = B_theta - f; otherwise f is a Monte Carlo mean and
+        # B_theta - f would carry its error into the drift (times sqrt(eta / h)), so xi is
+        # drawn as (B_theta - B_theta') / sqrt(2) from two independent draws: exactly
+        # centred, with the covariance of xi.
         fluct = np.zeros_like(x)
         base = model.beta * np.einsum("pia,ba,pjb->pij", x, abar, x)
         for _head in range(heads):
-            scores = base
-            if model.sigma_qk > 0.0:
-                w = model.sigma_qk * draw(model.qk_law, (n_paths, d, d))
-                wp = model.sigma_qk * draw(model.qk_law, (n_paths, d, d))
-                scores = base + model.beta * np.einsum("pia,pab,pjc,pcb->pij", x, wp, x, w)
-            m = _attend(scores, x)
-            v = vbar + model.sigma * draw(model.values, (n_paths, d, d))
-            fluct += np.einsum("pab,pib->pia", v, m) - f
+            if model.sigma_qk == 0.0:
+                fluct += self_output(x, base) - f
+            else:
+                fluct += (self_output(x, base) - self_output(x, base)) / math.sqrt(2.0)
         x = x + h * field + math.sqrt(h * eta) / heads * fluct
         x /= np.linalg.norm(x, axis=-1, keepdims=True)
         while ptr < times.size and abs(times[ptr] - edges[k + 1]) <= 1e-9 * max(1.0, times[-1]):

@@ -81,7 +81,7 @@ def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **o
 
 
 def _ks_from_quantiles(qa, qb, n):
-    """Two-sample KS statistic and p-value from two samples' 201 quantiles (both of size n):
+    """Two-sample KS statistic and p-value from two samples' 2001 quantiles (both of size n):
     the largest gap between the two empirical distribution functions evaluated on the
     pooled quantiles (resolution 1/2000, well below the critical gaps of these sample
     sizes), with the asymptotic two-sample law (one-sample law at n / 2)."""

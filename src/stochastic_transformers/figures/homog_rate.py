@@ -115,6 +115,11 @@ def _fit(eta, err, se=None):
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
     """Run the (regime, k) sweep, then the SDE reference of the diffusive regime."""
     knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+    for k in knobs["ks"]:
+        layers = knobs["t_final"] * 2.0 ** k
+        if abs(layers - round(layers)) > 1e-9 * layers:
+            raise ValueError(f"t_final * 2^k must be a whole number of layers for every k of "
+                             f"ks; got t_final = {knobs['t_final']} at k = {k}")
     grid = {"regime": list(REGIMES), "k": list(knobs["ks"])}
     fixed = {k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract", "turn",
                                    "t_final", "noise_clock", "k_max_diffusive")}
