@@ -53,11 +53,12 @@ KNOB_SCHEMA = {"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
                "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
                "n_times": integer(3, 201), "dims": integers(3, 1024), "Ns": integers(2, 256),
                "n_layers": integer(1), "n_traj": integer(2), "theory_samples": integer(100)}
-#: The collapse is *mitigated* by a scaling when t_1/2 grows with N (the slope of log t_1/2
-#: against log N above 0 by GROWTH_Z s.e.) beyond the logistic law's (t_1/2 at the largest N
-#: above :func:`logistic_half_time` by GROWTH_Z s.e.): the logistic t_1/2 itself rises with N,
-#: through the diagonal's share 1/N of the mean overlap, and a t_1/2 that follows it is the
-#: high-temperature law, not a slowing.
+#: The collapse is *mitigated* by a scaling when t_1/2 grows with N faster than the logistic
+#: law's (:func:`logistic_half_time`, which itself rises with N through the diagonal's share
+#: 1/N of the mean overlap): the slope of log(t_1/2 / logistic t_1/2) against log N above 0
+#: by GROWTH_Z standard errors (inflated by the fit's chi^2 per degree of freedom when above
+#: 1).  A ratio that stays flat, at whatever level (finite-temperature offsets), is not a
+#: slowing.
 GROWTH_Z = 3.0
 
 
@@ -168,8 +169,9 @@ def _finish(ds, scale, *, samples):
     return ds
 
 
-#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run.
-SECONDS_PER_WORK = 7.7e-8
+#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run (1,905 s
+#: of cell time over both dimensions).
+SECONDS_PER_WORK = 7.82e-8
 
 
 def work(knobs) -> float:
@@ -209,10 +211,9 @@ def _scaling_summary(sub, ns, logistic):
     """The numbers of one scaling at one d (``sub``: its t_half, ... over n_tokens;
     ``logistic``: the logistic t_1/2 for each N)."""
     s, se, chi2 = _growth(ns, sub.t_half.values, sub.t_half_se.values)
-    gap = np.abs(sub.gamma_mean - sub.gamma_theory).max("t").values
-    last, last_se = float(sub.t_half.values[-1]), float(sub.t_half_se.values[-1])
-    beyond = bool(np.isfinite(last) and last - logistic[-1] > GROWTH_Z * last_se)
     half = sub.t_half.values
+    rs, rse, rchi2 = _growth(ns, half / logistic, sub.t_half_se.values / logistic)
+    gap = np.abs(sub.gamma_mean - sub.gamma_theory).max("t").values
     local = np.diff(np.log(half)) / np.diff(np.log(ns))
     z_theory = (sub.t_half.values - sub.t_half_theory.values) / sub.t_half_se.values
     return dict(
@@ -222,8 +223,9 @@ def _scaling_summary(sub, ns, logistic):
         beta=[float(v) for v in sub.beta.values], growth=s, growth_se=se, growth_chi2=chi2,
         local_exponents=[float(v) for v in local],
         over_logistic=[float(v) for v in half / logistic],
-        mitigated=bool(np.isfinite(s) and s > GROWTH_Z * se and beyond),
-        beyond_logistic=beyond, z_theory=[float(v) for v in z_theory],
+        relative_growth=rs, relative_growth_se=rse, relative_growth_chi2=rchi2,
+        mitigated=bool(np.isfinite(rs) and rs > GROWTH_Z * rse),
+        z_theory=[float(v) for v in z_theory],
         max_rel_gap=float(np.nanmax(np.abs(sub.t_half.values / sub.t_half_theory.values - 1))),
         runs_slower=bool(np.all(sub.t_half.values > sub.t_half_theory.values)),
         max_abs_z_theory=float(np.nanmax(np.abs(z_theory))),
