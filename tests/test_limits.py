@@ -429,3 +429,15 @@ def test_bad_knobs_and_scales_are_named():
         homog_rate.compute("smoke", t_final=0.3, progress=False)
     with pytest.raises(ValueError, match="sigma_qk"):
         ModelConfig(d=3, beta=1.0, kind="random_attention", sigma_qk=1e200)
+
+
+def test_log_log_slope_weighted_unweighted_and_inflated():
+    from stochastic_transformers.stats import log_log_slope
+
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    slope, se, chi2 = log_log_slope(x, 3.0 * x ** 1.5)
+    assert slope == pytest.approx(1.5) and se < 1e-10 and math.isnan(chi2)
+    y = 2.0 * x * np.array([1.0, 1.1, 0.9, 1.0])       # scatter of 10% against 1% errors
+    s0, se0, chi0 = log_log_slope(x, y, 0.01 * y)
+    s1, se1, chi1 = log_log_slope(x, y, 0.01 * y, inflate=True)
+    assert s0 == s1 and chi0 == chi1 > 10 and se1 == pytest.approx(se0 * math.sqrt(chi0))

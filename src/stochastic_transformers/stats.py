@@ -17,6 +17,7 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
@@ -406,3 +407,34 @@ def sign_test(wins: int, losses: int) -> tuple[float, float]:
     upper = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
     tail = sum(math.comb(n, k) for k in range(0, min(wins, losses) + 1)) / 2 ** n
     return upper, min(1.0, 2 * tail)
+
+
+def log_log_slope(x, y, se=None, *, inflate=False) -> tuple[float, float, float]:
+    r"""Slope of :math:`\log|y|` against :math:`\log x` by least squares, its standard error
+    and the fit's :math:`\chi^2` per degree of freedom.
+
+    With ``se`` (the standard errors of y) the fit is weighted by :math:`(|y|/\text{se})^2`
+    (the delta method's variance of :math:`\log|y|`), the slope's standard error comes from
+    those weights, and ``inflate`` multiplies it by :math:`\sqrt{\max(1, \chi^2/\text{dof})}`
+    when the points scatter more than their errors allow.  Without ``se`` the fit is
+    unweighted and the standard error comes from the residuals (``chi2`` is then nan).
+    Points are used as given: the caller drops the ones it cannot fit.
+    """
+    x = np.log(np.asarray(x, dtype=float))
+    y_abs = np.abs(np.asarray(y, dtype=float))
+    ly = np.log(y_abs)
+    X = np.vstack([np.ones_like(x), x]).T
+    dof = x.size - 2
+    if se is None:
+        coef, res, *_ = np.linalg.lstsq(X, ly, rcond=None)
+        s2 = float(res[0]) / max(dof, 1) if res.size else 0.0
+        cov = s2 * np.linalg.inv(X.T @ X)
+        return float(coef[1]), float(math.sqrt(max(cov[1, 1], 0.0))), float("nan")
+    w = (y_abs / np.asarray(se, dtype=float)) ** 2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ (X.T @ (w * ly))
+    chi2 = float(np.sum(w * (ly - X @ coef) ** 2) / dof) if dof > 0 else float("nan")
+    slope_se = math.sqrt(cov[1, 1])
+    if inflate and np.isfinite(chi2):
+        slope_se *= math.sqrt(max(1.0, chi2))
+    return float(coef[1]), float(slope_se), chi2

@@ -37,6 +37,7 @@ import numpy as np
 from .. import simulate
 from ..config import ModelConfig, RunConfig
 from ..limits import ode_path, sde_paths
+from ..stats import log_log_slope
 from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
                    reals, resolve_scale)
 
@@ -176,14 +177,10 @@ def _distance(ds, candidate):
 
 
 def _log_slope(L, dist, se):
-    """Weighted least-squares slope of log distance against log L, and its s.e."""
-    x = np.log(np.asarray(L, float))
-    y = np.log(np.maximum(dist, 1e-300))
-    w = (np.maximum(dist, 1e-300) / np.maximum(se, 1e-300)) ** 2
-    X = np.vstack([np.ones_like(x), x]).T
-    cov = np.linalg.inv(X.T @ (w[:, None] * X))
-    coef = cov @ (X.T @ (w * y))
-    return float(coef[1]), float(math.sqrt(cov[1, 1]))
+    """Weighted slope of log distance against log L, and its s.e. (:func:`.stats.log_log_slope`;
+    a zero distance is floored at 1e-300)."""
+    slope, slope_se, _ = log_log_slope(L, np.maximum(dist, 1e-300), np.maximum(se, 1e-300))
+    return slope, slope_se
 
 
 def _finish(ds, scale):

@@ -30,6 +30,7 @@ import numpy as np
 from .. import simulate
 from ..config import ModelConfig, RunConfig
 from ..limits import ode_path, sde_paths
+from ..stats import log_log_slope
 from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
                    resolve_scale)
 from .homog_limits import mean_value_matrix, start_tokens
@@ -96,20 +97,10 @@ def cell(*, regime, k, n_traj, d, n_tokens, beta, attract, turn, t_final, noise_
 
 
 def _fit(eta, err, se=None):
-    """Least-squares slope of log|err| on log eta (weighted by the s.e. when given) and its
-    standard error (from the residuals when no s.e. is given)."""
-    x, y = np.log(eta), np.log(np.abs(err))
-    X = np.vstack([np.ones_like(x), x]).T
-    if se is None:
-        coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
-        dof = max(x.size - 2, 1)
-        s2 = float(res[0]) / dof if res.size else 0.0
-        cov = s2 * np.linalg.inv(X.T @ X)
-    else:
-        w = (np.abs(err) / se) ** 2
-        cov = np.linalg.inv(X.T @ (w[:, None] * X))
-        coef = cov @ (X.T @ (w * y))
-    return float(coef[1]), float(math.sqrt(max(cov[1, 1], 0.0)))
+    """Slope of log|err| on log eta and its s.e. (:func:`.stats.log_log_slope`: weighted by
+    the s.e. when given, from the residuals otherwise)."""
+    slope, slope_se, _ = log_log_slope(eta, err, se)
+    return slope, slope_se
 
 
 def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):

@@ -30,6 +30,7 @@ import numpy as np
 from .. import simulate
 from ..config import ModelConfig, RunConfig
 from ..homogenized import simplex_path
+from ..stats import log_log_slope
 from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
                    resolve_scale)
 from .homog_simplex import simplex_tokens
@@ -190,21 +191,13 @@ cost = cost_function(__name__)
 
 
 def _growth(ns, half, se):
-    """Weighted slope of log t_1/2 against log N and its s.e., the s.e. inflated by
-    sqrt(chi^2 / dof) when the points scatter more than their errors (t_1/2 need not be a
-    power of N: the slope is an average exponent), and that chi^2 / dof."""
+    """Weighted slope of log t_1/2 against log N, its s.e. inflated by sqrt(chi^2 / dof) when
+    the points scatter more than their errors (t_1/2 need not be a power of N: the slope is an
+    average exponent), and that chi^2 / dof (:func:`.stats.log_log_slope`, finite points)."""
     keep = np.isfinite(half) & np.isfinite(se) & (se > 0)
     if keep.sum() < 2:
         return float("nan"), float("nan"), float("nan")
-    x, y = np.log(ns[keep]), np.log(half[keep])
-    w = (half[keep] / se[keep]) ** 2
-    X = np.vstack([np.ones_like(x), x]).T
-    cov = np.linalg.inv(X.T @ (w[:, None] * X))
-    coef = cov @ (X.T @ (w * y))
-    dof = keep.sum() - 2
-    chi2 = float(np.sum(w * (y - X @ coef) ** 2) / dof) if dof > 0 else float("nan")
-    inflate = math.sqrt(max(1.0, chi2)) if np.isfinite(chi2) else 1.0
-    return float(coef[1]), float(math.sqrt(cov[1, 1]) * inflate), chi2
+    return log_log_slope(ns[keep], half[keep], se[keep], inflate=True)
 
 
 def _scaling_summary(sub, ns, logistic):
