@@ -137,9 +137,11 @@ def covariant_derivative(x, u, model: ModelConfig, *, step=1e-5, **quad):
     return _tangent(x, db)
 
 
-def _correction(x, model, form, **quad):
-    """The O(eta) part ``-b_1`` of the modified drift: 1/2 nabla_b b (+ c b for ``ours``)."""
-    f = mean_field(x, model, **quad)
+def _correction(x, model, form, f=None, **quad):
+    """The O(eta) part ``-b_1`` of the modified drift: 1/2 nabla_b b (+ c b for ``ours``);
+    ``f``, the mean field at ``x``, when the caller has it already."""
+    if f is None:
+        f = mean_field(x, model, **quad)
     b = _tangent(x, f)
     corr = 0.5 * covariant_derivative(x, b, model, **quad)
     if form == "ours":
@@ -259,7 +261,7 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
         f = mean_field(x, model, **quad)
         field = f
         if drift_correction:
-            _b, corr = _correction(x, model, "ours", **quad)
+            _b, corr = _correction(x, model, "ours", f, **quad)
             field = f + (h - eta) * corr
         # The heads' fluctuations xi = B_theta - F, scaled so that their variance per unit
         # time is the chain's (eta / H) Cov(xi): sqrt(eta / h) per step.  With sigma_qk = 0
