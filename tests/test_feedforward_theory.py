@@ -290,8 +290,9 @@ def test_critical_beta_at_r_zero_is_theorem_2():
             for attention in ("softmax", "unnormalized"):
                 got = ff.critical_beta(d, 0.0, act, attention)
                 assert got == pytest.approx(theory.critical_beta(d), abs=1e-10)
-    # d = 2: -1 attracts at every beta (theory returns 0.0 by convention, we return nan).
-    assert math.isnan(ff.critical_beta(2, 0.0, "erf"))
+    # d = 2: -1 attracts at every beta; both return 0.0 by the same convention (issue 29).
+    assert ff.critical_beta(2, 0.0, "erf") == theory.critical_beta(2) == 0.0
+    assert ff.attracts_at_every_beta(2, 0.0, "erf")
 
 
 SPEC_ERF = {  # SPEC section 8, softmax, sigma = 1
@@ -306,7 +307,7 @@ def test_critical_beta_reproduces_the_spec_erf_numbers():
         for r, want in row.items():
             got = ff.critical_beta(d, r, "erf")
             if want is None:
-                assert math.isnan(got)
+                assert got == 0.0 and ff.attracts_at_every_beta(d, r, "erf")
                 assert ff.boundary_at_minus_one(0.0, d, r, "erf")["attracting"]
             else:
                 assert abs(got - want) <= 1e-4, (d, r, got)
@@ -328,7 +329,8 @@ def test_critical_beta_is_the_root_of_the_exponent(act, attention):
 
 def test_critical_beta_edge_cases():
     assert ff.critical_beta(4, 0.5, "identity") == 0.0  # lambda(0) = (d-3) - 2r = 0
-    assert math.isnan(ff.critical_beta(4, 1.0, "identity"))
+    assert ff.critical_beta(4, 1.0, "identity") == 0.0  # attracts at every beta (issue 29)
+    assert ff.attracts_at_every_beta(4, 1.0, "identity")
     # erf at d = 20 has c > 0: a strong block keeps softmax pairs from ever attracting.
     assert ff.critical_beta(20, 30.0, "erf") == math.inf
     assert 0 < ff.critical_beta(20, 30.0, "erf", "unnormalized") < math.inf

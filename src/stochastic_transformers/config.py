@@ -25,8 +25,10 @@ import math
 
 import numpy as np
 
-from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, check_choice, check_int, check_real,
-                          check_whole_layers)
+from ._validation import (ATTENTIONS, EPSILON_MAX, ETA_MAX, FF_STRENGTH_MAX, MAX_TRAJECTORY,
+                          SIGMA_MAX, check_bool, check_choice, check_int, check_layer_times,
+                          check_level, check_real, check_real_array, check_real_matrix,
+                          check_tol, check_whole_layers)
 from .activations import ACTIVATIONS
 
 #: Laws of the entries of V (uniform on :math:`[-\sqrt3\sigma, \sqrt3\sigma]`, Rademacher
@@ -39,9 +41,10 @@ RANDOM_ATTENTION_LAWS = ("gaussian", "rademacher")
 #: noise) or drawn per token (independent noise, the kernel K zero off the diagonal).
 NOISES = ("common", "independent")
 #: Largest absolute entry of the random-attention model's mean matrices E V and E A, and
-#: largest standard deviation of its fluctuations (beyond, scores and steps overflow).
+#: largest standard deviation of its fluctuations (beyond, scores and steps overflow; the
+#: same bound as every model's sigma, :data:`~stochastic_transformers._validation.SIGMA_MAX`).
 MEAN_MAX = 1e3
-SCALE_MAX = 1e6
+SCALE_MAX = SIGMA_MAX
 #: The layer maps: the paper's stochastic model (eq. 4), its hybrid model (eq. 7), and the
 #: follow-up's random keys, queries and values.
 MODEL_KINDS = ("stochastic", "hybrid", "random_attention")
@@ -100,15 +103,19 @@ class ModelConfig:
     values : {"gaussian", "uniform", "rademacher"}
         Law of the entries of V; the hybrid model has none.
     sigma : float
-        Standard deviation of the entries of V, > 0.
+        Standard deviation of the entries of V, > 0 and at most
+        :data:`~stochastic_transformers._validation.SIGMA_MAX` (1e6; beyond, a layer can
+        overflow).
     epsilon : float
-        Noise level of the hybrid model, >= 0 (0 for the other models).
+        Noise level of the hybrid model, 0 to
+        :data:`~stochastic_transformers._validation.EPSILON_MAX` (1e6; 0 for the other models).
     B : (d, d) nested sequence, optional
-        The fixed key-query matrix :math:`Q^\top K` (identity when omitted); stored as a
-        tuple of tuples so that the configuration stays hashable.
+        The fixed key-query matrix :math:`Q^\top K` (identity when omitted), real and finite;
+        stored as a tuple of tuples so that the configuration stays hashable.
     n_heads, sigma_qk, eta
         Random-attention model only: heads per layer (1 to :data:`MAX_HEADS`), the standard
-        deviation of the entries of :math:`W, W'` (> 0), and the residual step (> 0;
+        deviation of the entries of :math:`W, W'` (0 to :data:`SCALE_MAX`), and the residual
+        step (> 0 and at most :data:`~stochastic_transformers._validation.ETA_MAX`, 1e6;
         ``None`` means :math:`L^{-1/2}`).  ``sigma`` and ``sigma_qk`` may be 0 in this
         model (V or A equal to its mean).
     mean_v, mean_qk
@@ -158,18 +165,15 @@ class ModelConfig:
              attention=check_choice("attention", self.attention, ATTENTIONS),
              values=check_choice("values", self.values, VALUE_LAWS),
              kind=check_choice("model", self.kind, MODEL_KINDS),
-             epsilon=check_real("epsilon", self.epsilon, 0.0))
+             epsilon=check_real("epsilon", self.epsilon, 0.0, EPSILON_MAX))
         if self.kind != "hybrid" and self.epsilon != 0.0:
             raise ValueError(f"epsilon must be 0 for model={self.kind!r} (it is the hybrid "
                              f"model's noise level); got {self.epsilon}")
         # V may equal its mean only in the random-attention model (elsewhere V is centred).
-        _set(self, sigma=check_real("sigma", self.sigma, 0.0,
+        _set(self, sigma=check_real("sigma", self.sigma, 0.0, SIGMA_MAX,
                                     strict_min=self.kind != "random_attention"))
         if self.B is not None:
-            B = np.array(self.B, dtype=float)
-            if B.shape != (self.d, self.d) or not np.all(np.isfinite(B)):
-                raise ValueError(f"B must be a finite ({self.d}, {self.d}) array; got shape "
-                                 f"{B.shape}")
+            B = check_real_matrix("B", self.B, (self.d, self.d))
             _set(self, B=tuple(tuple(float(v) for v in row) for row in B))
         if self.kind == "random_attention":
             self._check_random_attention()
@@ -196,13 +200,12 @@ class ModelConfig:
     def _check_random_attention(self):
         _set(self, n_heads=check_int("n_heads", self.n_heads, 1, MAX_HEADS),
              sigma_qk=check_real("sigma_qk", self.sigma_qk, 0.0, SCALE_MAX),
-             sigma=check_real("sigma", self.sigma, 0.0, SCALE_MAX),
              qk_law=check_choice("qk_law", self.qk_law, RANDOM_ATTENTION_LAWS),
              noise=check_choice("noise", self.noise, NOISES),
              mean_v=_mean_field("mean_v", self.mean_v, self.d),
              mean_qk=_mean_field("mean_qk", self.mean_qk, self.d))
         if self.eta is not None:
-            _set(self, eta=check_real("eta", self.eta, 0.0, strict_min=True))
+            _set(self, eta=check_real("eta", self.eta, 0.0, ETA_MAX, strict_min=True))
         if self.attention != "softmax":
             raise ValueError("model='random_attention' is the follow-up's softmax model: it "
                              f"needs attention='softmax'; got {self.attention!r}")
@@ -252,13 +255,7 @@ def _mean_field(name, value, d):
     """A mean matrix field: a number c (for cI) as a float, a (d, d) matrix as a tuple of
     tuples (hashable), both finite with entries at most MEAN_MAX in absolute value."""
     if isinstance(value, (tuple, list, np.ndarray)):
-        try:
-            m = np.array(value, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number or a ({d}, {d}) array of numbers") from None
-        if m.shape != (d, d) or not np.all(np.isfinite(m)) or np.abs(m).max() > MEAN_MAX:
-            raise ValueError(f"{name} must be a number or a finite ({d}, {d}) array with entries "
-                             f"in [-{MEAN_MAX:g}, {MEAN_MAX:g}]; got shape {m.shape}")
+        m = check_real_matrix(f"{name} (a number or a matrix)", value, (d, d), MEAN_MAX)
         return tuple(tuple(float(x) for x in row) for row in m)
     return check_real(name, value, -MEAN_MAX, MEAN_MAX)
 
@@ -292,7 +289,8 @@ class RunConfig:
         One of :data:`METHODS`; ``auto`` picks the fastest exact method for the request
         (:func:`stochastic_transformers.simulation.resolve_method`).
     times : sequence of float, optional
-        Also record the Gram matrices at these times (each in [0, T], on the layer grid).
+        Also record the Gram matrices at these times (each in [0, T], on the layer grid:
+        within :data:`~stochastic_transformers._validation.LAYER_TOL` of a layer).
     x0 : array (N, d) or (n_traj, N, d), optional
         Initial tokens (unit vectors); default i.i.d. uniform on the sphere.
     z0 : float, optional
@@ -304,8 +302,9 @@ class RunConfig:
     stop_level : float, optional
         Overlap chains of the stochastic model: stop a trajectory once the limit diffusion's
         probability of ever leaving its pole is below this level
-        (:func:`stochastic_transformers.theory.stopping_angles`).  ``None``: 1e-6 when
-        ``times`` is not given and the method is a chain, off otherwise; 0 turns it off.
+        (:func:`stochastic_transformers.theory.stopping_angles`), in [0, 1).  ``None``:
+        1e-6 when ``times`` is not given and the method is a chain, off otherwise; 0 turns
+        it off.
     tol : float
         Classification tolerance used by early stopping, in (0, 1).
     n_threads : int, optional
@@ -313,9 +312,10 @@ class RunConfig:
         do not depend on it.
     first_trajectory : int
         Global index of the first trajectory, so that pieces of one ensemble run anywhere
-        give the bits of the whole run.
+        give the bits of the whole run; ``first_trajectory + n_traj`` at most
+        :data:`~stochastic_transformers._validation.MAX_TRAJECTORY` (indices are int64).
     progress : bool
-        Show a progress bar over trajectories.
+        Show a progress bar over trajectories (True or False).
     """
 
     n_tokens: int
@@ -339,21 +339,27 @@ class RunConfig:
              n_traj=check_int("n_traj", self.n_traj, 1), L=check_int("L", self.L, 1),
              T=check_real("T", self.T, 0.0), method=check_choice("method", self.method, METHODS),
              seed=check_int("seed", self.seed, 0),
-             tol=check_real("tol", self.tol, 0.0, 1.0, strict_min=True),
-             first_trajectory=check_int("first_trajectory", self.first_trajectory, 0),
-             progress=bool(self.progress))
+             tol=check_tol(self.tol), progress=check_bool("progress", self.progress))
+        self._check_first_trajectory()
         if self.n_threads is not None:
             _set(self, n_threads=check_int("n_threads", self.n_threads, 1))
         check_whole_layers(self.T, self.L)
         if self.stop_level is not None:
-            _set(self, stop_level=check_real("stop_level", self.stop_level, 0.0, 1.0))
+            _set(self, stop_level=check_level("stop_level", self.stop_level, off=True))
         self._check_start()
         if self.times is not None:
-            times = np.atleast_1d(np.array(self.times, dtype=float))
-            if times.ndim != 1 or np.any(~np.isfinite(times)) or np.any(times < 0) \
-                    or np.any(times > self.T + 1e-12):
-                raise ValueError(f"times must be a 1-d sequence of values in [0, T={self.T}]")
+            times = check_layer_times("times", self.times, self.L, self.T)
             _set(self, times=tuple(float(t) for t in times))
+
+    def _check_first_trajectory(self):
+        """first_trajectory as an int that keeps every trajectory index in int64 (beyond, the
+        trajectory coordinate would silently turn into float64 and repeat values)."""
+        first = check_int("first_trajectory", self.first_trajectory, 0)
+        if first + self.n_traj > MAX_TRAJECTORY:
+            raise ValueError(f"first_trajectory must be <= 2**63 - 1 - n_traj = "
+                             f"{MAX_TRAJECTORY - self.n_traj} (trajectory indices are int64); "
+                             f"got first_trajectory={first}, n_traj={self.n_traj}")
+        _set(self, first_trajectory=first)
 
     def _check_start(self):
         """split, z0 and x0: each valid, and at most one way of placing the tokens."""
@@ -375,7 +381,13 @@ class RunConfig:
         if self.x0 is not None:
             if self.z0 is not None:
                 raise ValueError("give at most one of x0 and z0")
-            x0 = np.array(self.x0, dtype=float)
+            if isinstance(self.x0, (str, bytes)):
+                raise ValueError("x0 must be an (N, d) or (n_traj, N, d) array of unit vectors; "
+                                 f"got {self.x0!r}")
+            x0 = check_real_array("x0", self.x0)
+            if x0.ndim not in (2, 3):
+                raise ValueError("x0 must be an (N, d) or (n_traj, N, d) array of unit vectors; "
+                                 f"got shape {x0.shape}")
             x0.setflags(write=False)
             _set(self, x0=x0)
 

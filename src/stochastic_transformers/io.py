@@ -38,6 +38,28 @@ def atomic_path(path):
             os.unlink(tmp)
 
 
+def writable_folder(path, name: str) -> Path:
+    """Create the folder ``path`` if needed and check that a file can be written in it;
+    return it, or raise a ValueError naming the option ``name`` (``--out``, ``cache_dir``).
+
+    Called before any compute, so that a run never computes for hours and then fails to
+    write: an existing file in the way, a parent that is a file, a folder without write
+    permission are refused in one line.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name} {str(path)!r} is an existing file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # A probe file, not os.access: ACLs, read-only mounts and root all answer truly.
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ValueError(f"{name} {str(path)!r} is not a writable folder ({reason})") from None
+    return path
+
+
 def git_commit() -> str:
     """The current git commit of the source tree, or ``"unknown"`` outside git."""
     here = Path(__file__).resolve().parent

@@ -41,7 +41,7 @@ from . import rng as _rng
 from .config import METHODS, MODEL_KINDS, VALUE_LAWS, ModelConfig, RunConfig
 from .kernels.tokens import dn_is_faster
 from .kernels.two_point import MERGE_ONE_MINUS_OVERLAP
-from .memory import check_memory
+from .memory import check_memory, fixed_memory
 from .random_attention import noise_clock
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
@@ -219,6 +219,18 @@ def _stopping(model, run, method):
     return level, 0.0, 0.0
 
 
+def _fixed_memory(model, run, method):
+    """Bytes the run holds whatever n_traj (:func:`~.memory.fixed_memory`), with as many
+    threads as the compiled loop will run at once."""
+    from numba import config as nb_config
+
+    most = nb_config.NUMBA_NUM_THREADS
+    threads = min(run.n_threads or most, most, run.n_traj)
+    return fixed_memory(method, model.kind, run.n_tokens, model.d, n_threads=threads,
+                        n_heads=model.n_heads,
+                        ff_width=model.ff_width if model.has_feedforward else 0)
+
+
 def make_plan(model: ModelConfig, run: RunConfig) -> _Plan:
     """Check what ties the model to the run, resolve the method, refuse a result that cannot
     fit in memory, and derive the kernels' inputs (all before any compute)."""
@@ -234,7 +246,8 @@ def make_plan(model: ModelConfig, run: RunConfig) -> _Plan:
     rec_layers = np.rint((np.zeros(0) if times is None else times) * run.L).astype(np.int64)
     order = np.argsort(rec_layers, kind="stable")
     method = resolve_method(model, run)
-    check_memory(method, run.n_traj, run.n_tokens, model.d, rec_layers.size, x0 is not None)
+    check_memory(method, run.n_traj, run.n_tokens, model.d, rec_layers.size, x0 is not None,
+                 fixed=_fixed_memory(model, run, method))
     stop_level, s_stop, c_stop = _stopping(model, run, method)
     key0, key1 = _rng.stream_keys(run.seed)
     return _Plan(model=model, run=run, method=method, n_layers=run.n_layers,

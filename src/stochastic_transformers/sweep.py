@@ -67,13 +67,14 @@ import sys
 import time
 import zipfile
 from collections.abc import Mapping
+from concurrent.futures import CancelledError
 from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 
 from ._validation import check_int
-from .io import atomic_path, load_average, provenance, write_netcdf
+from .io import atomic_path, load_average, provenance, writable_folder, write_netcdf
 
 __all__ = ["run_sweep", "cell_seed", "cache_key", "save_sweep", "load_sweep", "summed_attrs"]
 
@@ -92,6 +93,9 @@ _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ADDRESS_PREFIXES = ("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")
 _SCHEDULER_HELP = ("None (a local cluster), 'local', 'synchronous', a scheduler address such "
                    "as 'tcp://host:8786', or a distributed.Client")
+#: Seconds to wait for a scheduler given by its address: a live one answers in well under
+#: a second, and a closed port must not hold the caller for distributed's 30 s default.
+SCHEDULER_CONNECT_TIMEOUT_S = 5
 
 
 # --------------------------------------------------------------------------
@@ -477,11 +481,11 @@ def _client(mode: str, scheduler, n_workers):
         yield scheduler  # the caller owns it
         return
     if mode == "address":
-        client = Client(scheduler)
+        client = _connect(scheduler)
         try:
             yield client
         finally:
-            client.close()
+            _close_quietly(client)
         return
     cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1,
                            processes=True, dashboard_address=":0",  # any free port: never clash
@@ -494,6 +498,42 @@ def _client(mode: str, scheduler, n_workers):
             client.close()
     finally:
         cluster.close()
+
+
+def _connect(address):
+    """A client of the scheduler at ``address``, or a ConnectionError saying that none
+    answered within :data:`SCHEDULER_CONNECT_TIMEOUT_S` seconds."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
+    except OSError as err:  # distributed's timeouts and refusals are OSErrors
+        raise ConnectionError(f"no Dask scheduler answered at {address} within "
+                              f"{SCHEDULER_CONNECT_TIMEOUT_S} s ({err})") from None
+
+
+def _close_quietly(client):
+    """Close ``client``; a client that lost its scheduler logs the cancelled reconnection
+    as a traceback while it closes, which only repeats the error the caller gets."""
+    quiet = logging.getLogger("distributed.client")
+    level = quiet.level
+    if client.status != "running":
+        quiet.setLevel(logging.CRITICAL)
+    try:
+        client.close()
+    finally:
+        quiet.setLevel(level)
+
+
+def _lost_scheduler(err, scheduler, cache_root, n_done):
+    """The error a sweep raises when its Dask futures are cancelled under it (the scheduler
+    died or the connection dropped): one line, with where the finished cells are."""
+    where = f"at {scheduler}" if isinstance(scheduler, str) else "of this sweep"
+    kept = ("; rerun with the same cache folder to resume" if cache_root is not None
+            else " (no cache folder: they are lost)")
+    reason = getattr(err, "reason", None) or type(err).__name__
+    return ConnectionError(f"lost the Dask scheduler {where} mid-run ({reason}) after "
+                           f"{n_done} finished cell(s){kept}")
 
 
 def _note_cell(err: BaseException, params: dict) -> None:
@@ -688,8 +728,8 @@ def _open_cache(cache_dir, name) -> Path | None:
     """The sweep's cache folder (created, orphaned temporary files removed), or None."""
     if cache_dir is None:
         return None
-    cache_root = Path(cache_dir) / name
-    cache_root.mkdir(parents=True, exist_ok=True)
+    writable_folder(cache_dir, "cache_dir")  # names the caller's folder if it is the culprit
+    cache_root = writable_folder(Path(cache_dir) / name, "cache_dir")
     _remove_stale_tmp(cache_root)
     return cache_root
 
@@ -769,13 +809,17 @@ class _Run:
                         index, kwargs, key = futures.pop(future)
                         try:
                             outputs, elapsed = future.result()
+                        except CancelledError as err:
+                            # Nothing here cancels a pending future: the cluster did.
+                            raise _lost_scheduler(err, scheduler, self.cache_root,
+                                                  len(self.results)) from None
                         except Exception as err:
                             _note_cell(err, kwargs)
                             raise
                         self.accept(index, kwargs, key, outputs, elapsed, fresh=True)
                         future.release()
                 finally:
-                    if futures:
+                    if futures and client.status == "running":
                         client.cancel(list(futures))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import attention as _att
 from .. import rng as _rng
-from .._jit import JIT, JIT_PARALLEL
+from .._jit import JIT, JIT_PARALLEL, first_use_notice
 from .common import Runner, record_gram, start_tokens
 from .tokens import allocate_tokens, assemble_tokens, init_mode
 
@@ -376,12 +376,14 @@ def _run(plan, a, lo, hi):
     model = plan.model
     mean_v, mean_qk = model.mean_v_matrix, model.mean_qk_matrix
     has_mean = bool(np.any(mean_v != 0.0) or np.any(mean_qk != 0.0))
-    _kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens, plan.d,
-            plan.n_layers, plan.n_heads, plan.method == "literal", plan.beta, plan.sigma,
-            plan.sigma_qk, plan.eta, model.values == "rademacher", model.qk_law == "rademacher",
-            has_mean, mean_v, mean_qk, model.noise == "independent", a["x0"][lo:hi],
-            init_mode(plan),
-            0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi], a["x"][lo:hi])
+    with first_use_notice(_kernel, "the random-attention kernels"):
+        _kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.n_tokens,
+                plan.d, plan.n_layers, plan.n_heads, plan.method == "literal", plan.beta,
+                plan.sigma, plan.sigma_qk, plan.eta, model.values == "rademacher",
+                model.qk_law == "rademacher", has_mean, mean_v, mean_qk,
+                model.noise == "independent", a["x0"][lo:hi], init_mode(plan),
+                0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi],
+                a["x"][lo:hi])
 
 
 RUNNER = Runner(allocate_tokens, _run, assemble_tokens)
