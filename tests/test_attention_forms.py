@@ -3,8 +3,8 @@
 ``stochastic_transformers.attention.attention`` (the numba kernel every simulation uses) is
 the definition: token i receives :math:`A_i = \\sum_j w_{ij} x_j` with
 :math:`w_{ij} = \\operatorname{softmax}_j(\\beta x_i^\\top B x_j)` (softmax) or
-:math:`e^{\\beta x_i^\\top B x_j}/N` (unnormalised).  The other forms — Figure 1's field, the
-limit SDE's paths-last numpy version, the ViT's torch block, the two-token and two-cluster
+:math:`e^{\\beta x_i^\\top B x_j}/N` (unnormalised).  The other forms — the paths-last numpy
+version (Figure 1's field), the limit SDE's, the ViT's torch block, the two-token and two-cluster
 closed forms of the weights — are checked against it on random configurations.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from stochastic_transformers import attention as att
-from stochastic_transformers import sde, theory
+from stochastic_transformers import theory
 from stochastic_transformers.figures import fig1
 
 ATTS = ["softmax", "unnormalized"]
@@ -51,24 +51,31 @@ def test_a_general_b_is_the_identity_kernel_with_transformed_keys(attention):
 
 
 @pytest.mark.parametrize("attention", ATTS)
-def test_figure_1_field_is_the_attention_of_the_sequence(attention):
+def test_the_paths_last_attention_is_the_kernel_for_every_configuration(attention):
     rng = np.random.default_rng(1)
     for _ in range(20):
-        k, d = rng.integers(1, 5), rng.integers(2, 5)
-        seq, beta = _cloud(rng, k + 1, d), rng.uniform(0, 3)
-        got = fig1.attention_field(seq[0], seq[1:], beta, attention)
-        np.testing.assert_allclose(got, reference(seq, beta, attention)[0], rtol=1e-12, atol=1e-13)
+        n, d, paths = rng.integers(2, 6), rng.integers(2, 5), rng.integers(1, 6)
+        clouds = np.stack([_cloud(rng, n, d) for _ in range(paths)], axis=-1)   # (N, d, P)
+        beta = rng.uniform(0, 3)
+        got = att.attention_paths_last(clouds, beta, attention)
+        for p in range(paths):
+            np.testing.assert_allclose(got[..., p], reference(clouds[..., p], beta, attention),
+                                       rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("attention", ATTS)
-def test_the_sde_attention_is_the_kernel_for_every_path(attention):
-    rng = np.random.default_rng(2)
-    n, d, paths = 5, 4, 7
-    clouds = np.stack([_cloud(rng, n, d) for _ in range(paths)], axis=-1)   # (N, d, P)
-    got = sde._attention(clouds, 1.7, attention)
-    for p in range(paths):
-        np.testing.assert_allclose(got[..., p], reference(clouds[..., p], 1.7, attention),
-                                   rtol=1e-12, atol=1e-13)
+def test_figure_1_field_is_the_attention_of_the_sequence(attention):
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        beta, angles = rng.uniform(0, 3), tuple(rng.uniform(-180, 180, 2))
+        ds = fig1.compute("smoke", beta=beta, token_angles=angles, attention=attention)
+        x, a, p = ds.position.values, ds.field.values, ds.tangent_field.values
+        for i in range(x.shape[0]):
+            seq = np.vstack([x[i], ds.tokens.values])
+            np.testing.assert_allclose(a[i], reference(seq, beta, attention)[0], rtol=1e-12,
+                                       atol=1e-13)
+        np.testing.assert_array_equal(p, att.tangent_projection(x, a))
+        np.testing.assert_allclose(ds.radial.values, np.sum(a * x, axis=1), rtol=1e-15)
 
 
 def test_the_vit_block_attention_is_softmax_attention_with_its_bilinear_form():

@@ -122,3 +122,26 @@ def test_persistence_of_merged_interpolates_the_kolmogorov_solution():
     ref, _ = clusters.antipodal_persistence(np.array([1.0, 7.0]), v, 3.0, 4, 1, 3)
     np.testing.assert_array_equal(got[:, 0], [1.0, 0.0, 0.0])  # the indicator at tau = 0
     np.testing.assert_allclose(got[:, 1:], ref.T, atol=5e-3)
+
+
+def test_split_predictions_are_the_persistence_scale_and_median_depth():
+    times = np.array([0.5, 2.0])
+    pred, err, scale, depth = clusters.split_predictions(times, 1e-4, 3.0, 4, 1, 3, tol=1e-3)
+    ref, ref_err = clusters.antipodal_persistence(times, np.array([1e-4]), 3.0, 4, 1, 3)
+    np.testing.assert_array_equal(pred, ref[:, 0])
+    np.testing.assert_array_equal(err, ref_err[:, 0])
+    assert scale == clusters.hovering_scale(3.0, 1, 3)
+    assert depth == clusters.hovering_depth(3.0, 4, 1, 3)[0]
+    # a balanced split is two tokens: no hovering scale, no depth
+    _, _, scale, depth = clusters.split_predictions(times, 1e-4, 3.0, 4, 2, 2)
+    assert scale == 0.0 and math.isnan(depth)
+
+
+def test_plus_one_exponent_error_is_small_and_counts_every_case():
+    grid = {"d": (3, 7), "m1": (1, 4), "m2": (2,), "beta": (0.0, 3.0)}
+    worst, cases = clusters.plus_one_exponent_error(grid)
+    assert cases == 2 * 2 * 2 * 1 * 2
+    assert 0.0 <= worst < 2e-5
+    # one case by hand: the exponent at +1 is -(d - 1) a12(1), e^{2 beta} unnormalised
+    got = clusters.boundaries(3.0, 7, 4, 2, attention="unnormalized")["single_exponent"]
+    assert got == pytest.approx(-6 * math.exp(6.0), rel=2e-5)

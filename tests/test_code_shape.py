@@ -1,9 +1,11 @@
 """The shape of the library: its imports form no circle, the kernels import nothing above
-them, and no function outside the compiled kernels is longer than 80 lines of code."""
+them, no function outside the compiled kernels is longer than 60 lines of code, and the
+figure layer stays lean (figures by source, no kernel and no literal font size in it)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,16 @@ import pytest
 PACKAGE = "stochastic_transformers"
 ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 #: Lines of code (docstrings, comments and blank lines aside) a function may have.
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
 #: What the compiled kernels may import inside the package: the layers below them.
 KERNEL_IMPORTS = {"attention", "activations", "rng", "_jit"}
+FIGURES = ROOT / "figures"
+#: Lines a figure module may have, and the figure layer in all.  The layer's cap is a ratchet
+#: on today's size (9,931 lines): the sentence builders that the notebooks hid now live in
+#: the figure modules, and the target of 6,000 lines comes with pages that quote fewer
+#: numbers (lower the cap as the layer shrinks; never raise it).
+MAX_FIGURE_FILE_LINES = 400
+MAX_FIGURE_LAYER_LINES = 10_000
 
 
 def _module_name(path: Path) -> str:
@@ -139,7 +148,7 @@ def _long_functions():
                     yield f"{name}.{node.name} ({n} lines)"
 
 
-def test_no_function_outside_the_kernels_is_longer_than_80_lines():
+def test_no_function_outside_the_kernels_is_longer_than_60_lines():
     assert list(_long_functions()) == []
 
 
@@ -155,6 +164,7 @@ def test_the_shape_checks_can_fail():
     code = "def f():\n    '''doc'''\n" + "    x = 1\n" * 81 + "    # note\n"
     func = ast.parse(code).body[0]
     assert _code_lines(func, code.splitlines()) == 82  # the def line and 81 statements
+    assert _font_sizes("ax.legend(fontsize=8)\nax.text(0, 0, 's', size=9)\n") == [1, 2]
 
 
 @pytest.mark.parametrize("name", ["simulation", "config", "kernels"])
@@ -165,3 +175,47 @@ def test_the_entry_points_are_not_hidden_by_names_of_the_package(name):
 
     module = importlib.import_module(f"{PACKAGE}.{name}")
     assert getattr(st, name, module) is module
+
+
+# ----------------------------------------------------------------------------- the figure layer
+#: Calls whose ``size=`` is a text size (elsewhere ``size=`` is an array's, as in rng.normal).
+_TEXT_CALLS = {"text", "annotate", "set_title", "set_xlabel", "set_ylabel", "suptitle",
+               "legend", "figtext", "set_text", "table"}
+
+
+def _font_sizes(source: str) -> list[int]:
+    """Lines that set a text size by hand (``fontsize=``, ``size=`` of text, a font dict,
+    ``set_fontsize``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            sizes = {"fontsize", "labelsize", "title_fontsize"} | (
+                {"size"} if name in _TEXT_CALLS else set())
+            found += [k.value.lineno for k in node.keywords if k.arg in sizes]
+            if name == "set_fontsize":
+                found.append(node.lineno)
+        elif isinstance(node, ast.Constant) and node.value == "fontsize":
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+FIGURE_FILES = sorted(FIGURES.rglob("*.py"))
+
+
+def test_figures_are_grouped_by_source():
+    sources = {p.parent.name for p in FIGURE_FILES if p.parent != FIGURES}
+    assert sources == {"paper", "followup", "ours"}
+
+
+@pytest.mark.parametrize("path", FIGURE_FILES, ids=lambda p: str(p.relative_to(FIGURES)))
+def test_a_figure_file_is_short_and_holds_no_kernel_or_font_size(path):
+    source = path.read_text()
+    assert len(source.splitlines()) <= MAX_FIGURE_FILE_LINES
+    compiled = re.search(r"^\s*(import numba|from numba|from \.+_jit|@\S*jit)", source, re.M)
+    assert compiled is None, "kernels live in stochastic_transformers.kernels"
+    assert _font_sizes(source) == [], "text sizes are set once, by style.use_style"
+
+
+def test_the_figure_layer_stays_lean():
+    assert sum(len(p.read_text().splitlines()) for p in FIGURE_FILES) <= MAX_FIGURE_LAYER_LINES

@@ -11,7 +11,6 @@ import pytest
 
 from stochastic_transformers import figures
 from stochastic_transformers.figures import load_committed, obtain
-from stochastic_transformers.figures.base import measured
 
 matplotlib.use("Agg")
 
@@ -19,12 +18,12 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: Figure results (results/ID_paper.nc); other committed files (fig7_check) are checked below.
 COMMITTED = sorted(name for name in (p.name.removesuffix("_paper.nc")
                                      for p in RESULTS.glob("*_paper.nc"))
-                   if name in figures.REGISTRY)
+                   if name in figures.FIGURES)
 
 
 def test_the_paper_scale_results_are_committed():
     """Every figure but Figure 2 (whose CPU study stands in) has its paper-scale result."""
-    assert set(figures.REGISTRY) - {"fig2"} <= set(COMMITTED)
+    assert set(figures.FIGURES) - {"fig2"} <= set(COMMITTED)
     for fig_id in COMMITTED:
         assert (RESULTS / f"{fig_id}_paper.png").is_file(), fig_id
 
@@ -47,31 +46,29 @@ def test_committed_result_loads_with_provenance_and_draws(fig_id):
 
 @pytest.mark.parametrize("fig_id", COMMITTED)
 def test_obtain_loads_the_committed_result_without_computing(fig_id, monkeypatch):
-    module = figures.get(fig_id)
-
     def refuse(*args, **kwargs):
         raise AssertionError("the committed result must be loaded, not recomputed")
 
-    monkeypatch.setattr(module, "compute", refuse)
-    ds, source = obtain(module, "paper")
+    monkeypatch.setattr(figures.Figure, "compute", refuse)
+    ds, source = obtain(fig_id, "paper")
     assert source.startswith("the committed paper-scale result")
     assert ds.attrs["shown_scale"] == "paper"
 
 
 #: The committed results of sweeps (Figure 1 and the overlap page compute no sweep: their
 #: files record the wall time of the run, and no rate).
-SWEEPS = [fig_id for fig_id in COMMITTED if hasattr(figures.get(fig_id), "SECONDS_PER_WORK")]
+SWEEPS = [fig_id for fig_id in COMMITTED if figures.get(fig_id).work is not None]
 
 
 @pytest.mark.parametrize("fig_id", SWEEPS)
 def test_the_recorded_rate_is_the_committed_runs(fig_id):
     """A sweep's SECONDS_PER_WORK says it was measured on its committed paper run."""
-    module = figures.get(fig_id)
+    figure = figures.get(fig_id)
     ds = load_committed(fig_id, "paper")
-    seconds, work = measured(module, ds)
-    assert module.SECONDS_PER_WORK == pytest.approx(seconds / work, rel=0.05)
-    assert module.cost("paper", ds) == pytest.approx(seconds / work
-                                                     * module.work(module.SCALES["paper"]))
+    seconds, work = figure.measured(ds)
+    assert figure.seconds_per_work == pytest.approx(seconds / work, rel=0.05)
+    assert figure.cost("paper", ds) == pytest.approx(seconds / work
+                                                     * figure.work(figure.knobs("paper")))
 
 
 @pytest.mark.parametrize("fig_id, knobs", [("fig9", ("tol", "n_tokens")),
@@ -92,14 +89,17 @@ def test_committed_results_draw_from_either_name_of_a_knob(fig_id, knobs):
         plt.close(module.plot(one))
 
 
-def test_obtain_falls_back_to_quick_where_nothing_is_committed():
-    import types
+def test_obtain_falls_back_to_quick_where_nothing_is_committed(monkeypatch):
+    import dataclasses
+
+    import xarray as xr
 
     calls = []
-    module = types.SimpleNamespace(ID="not_committed", compute=lambda scale, **kw: calls.append(
-        scale) or __import__("xarray").Dataset())
+    monkeypatch.setattr(figures.Figure, "compute",
+                        lambda self, scale, **kw: calls.append(scale) or xr.Dataset())
+    figure = dataclasses.replace(figures.get("fig3"), id="not_committed")
     assert "not_committed" not in COMMITTED
-    ds, source = obtain(module, "paper")
+    ds, source = obtain(figure, "paper")
     assert calls == ["quick"] and "no paper-scale result is committed" in source
     assert ds.attrs["shown_scale"] == "quick"
 
@@ -135,7 +135,7 @@ def test_paper_verdicts():
         assert fig6["per_n"][4]["share_balanced_last"] > 0.2
     fig7 = figures.get("fig7").summary(load_committed("fig7"))
     # merged splits follow the Kolmogorov solution of the two-cluster diffusion
-    assert fig7["persist_agree"] and fig7["persist_max_abs_z"] <= figures.get("fig7").PERSIST_Z_MAX
+    assert fig7["persist_agree"] and fig7["persist_max_abs_z"] <= figures.get("fig7").module.PERSIST_Z_MAX
     for row in fig7["per_beta"].values():
         assert all(m["n_times_compared"] >= 10 for m in row["merged"].values())
     clusters = figures.get("clusters").summary(load_committed("clusters"))
@@ -147,10 +147,11 @@ def test_paper_verdicts():
     assert abs(clusters["depth_slope"] - 1) < 0.1
     # the unnormalised cells that miss the limit are a discretisation effect: the distance
     # to the prediction falls below the bound at 16 times finer steps
-    module = figures.get("clusters")
+    from stochastic_transformers.figures.ours import clusters_refinement
+
     ds = load_committed("clusters")
-    worst = module.explain_worst(ds, "unnormalized")
-    assert worst["z"] > module.PERSIST_Z_MAX and worst["explained"]
+    worst = clusters_refinement.explain_worst(ds, "unnormalized")
+    assert worst["z"] > clusters_refinement.PERSIST_Z_MAX and worst["explained"]
     if "fig4" in COMMITTED:
         fig4 = figures.get("fig4").summary(load_committed("fig4"))
         assert fig4["Ls"] == [100, 1000]
@@ -175,7 +176,7 @@ def test_fig7_depth_check_is_committed_with_the_paper_result():
     lossy = {b: s["lost"] for b, s in stats["per_beta"].items() if s["lost"] > 0}
     assert float(check.beta.values[0]) == max(lossy, key=lossy.get)
     # The 2 vs 2 split never breaks up, at either step; 1 vs 3 does (SPEC section 6).
-    fig7 = figures.get("fig7")
+    fig7 = figures.get("fig7").module
     for ds in (main, check):
         drops = fig7.split_drop(ds, float(check.beta.values[0]))
         assert drops[2]["final"] == drops[2]["ref"]

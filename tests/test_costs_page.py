@@ -8,6 +8,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -265,3 +266,147 @@ def test_every_committed_result_is_in_the_cost_table():
     with xr.open_dataset(ROOT / "results" / "fig4_paper.nc") as ds:
         assert ds.attrs["n_cells"] == ds.sizes["L"] * ds.sizes["beta"] * ds.sizes["epsilon"]
         assert "attrs_corrected" in ds.attrs
+
+
+# --------------------------------------------------------------------------- the page's text
+# The page displays what these functions return; the committed records are checked above,
+# so these use small made-up records whose every cell is known.
+def _run(**changes):
+    run = {"date": "2026-12-01", "commit": "abc1234", "commit_clean": True, "cpu": "cpu X",
+           "cores": 16, "workload": "the full workload", "command": "bench.py --json r.json",
+           "niceness": 0, "wall_time_min": 12.34, "load_start": 1.04, "load_end": 2.96}
+    return {**run, **changes}
+
+
+def test_run_sentence_says_where_and_at_what_priority():
+    assert costs.run_sentence(_run()) == (
+        "measured on 2026-12-01 at commit `abc1234` on cpu X (16 cores), the full workload "
+        "(`bench.py --json r.json`), at normal priority, in 12.3 minutes; the 1-minute load "
+        "average was 1.0 at the start and 3.0 at the end")
+    assert "at normal priority" in costs.run_sentence(_run(niceness=None))
+    low = costs.run_sentence(_run(niceness=10, commit_clean=False))
+    assert "at low priority (niceness 10)" in low
+    assert "`abc1234 with uncommitted changes`" in low
+
+
+def test_dn_sentence_follows_which_path_was_faster():
+    slower = costs.dn_sentence({"dn_slower": True, "dn_over_literal": 0.8})
+    assert slower.startswith("At $N = 3 < d$ the $d\\cdot N$ path, which `auto` runs")
+    assert "reached 0.80 of the literal path's rate" in slower
+    assert slower.endswith("deliberate version bump.")
+    faster = costs.dn_sentence({"dn_slower": False, "dn_over_literal": 1.25})
+    assert faster.endswith("ran 1.25 times as fast as the literal path on one thread.")
+
+
+def test_profile_sentence_names_the_largest_part_only_when_the_parts_add_up():
+    def profile(at3, at8, consistent=True):
+        return {"consistent": consistent, "N3_literal": {"largest_part": at3},
+                "N8_literal": {"largest_part": at8}}
+
+    head = ("Of the random numbers, the exponentials of the attention and the rest of the "
+            "attention, the largest part of a literal layer was ")
+    assert costs.profile_sentence(profile("normals", "normals")) == (
+        head + "the normals at both $N = 3$ and $N = 8$.")
+    assert costs.profile_sentence(profile("normals", "exponentials")) == (
+        head + "the normals at $N = 3$ and the exponentials at $N = 8$.")
+    broken = costs.profile_sentence(profile("normals", "normals", consistent=False))
+    assert broken.startswith("In this run the parts do not add up") and "normals" not in broken
+
+
+def test_page_phrases_are_keyed_as_the_page_glues_them():
+    stats = {"profile": {"run": _run(), "consistent": False}, "reduction": {"run": _run()}}
+    assert set(costs.page_phrases(stats)) == {"profile.run.sentence", "reduction.run.sentence",
+                                              "profile_sentence"}
+    # the committed records give every phrase the page's prose takes with {glue:md}
+    page = (ROOT / "notebooks" / "reproducing_costs.md").read_text()
+    wanted = {m.removeprefix("costs.").split(":")[0]
+              for m in re.findall(r"\{glue:md\}`([^`]+)`", page)}
+    assert wanted and wanted <= set(costs.page_phrases(costs.summary()))
+
+
+def _rows_of(table):
+    """The body rows of a Markdown table, after its header and rule."""
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|---"))
+    return lines[start - 1], lines[start + 1:]
+
+
+def test_results_markdown_adds_the_notes_only_when_a_file_has_some(tmp_path):
+    _result(tmp_path / "figa_paper.nc", figure="figa", wall_time_s=60.0,
+            created="2026-12-01", git_commit="0" * 40, wall_time_note="two runs")
+    _result(tmp_path / "figb_cpu.nc", figure="figb", wall_time_s=30.0,
+            created="2026-12-01", git_commit="1" * 40)
+    rows = costs.result_costs(tmp_path)
+    table, notes = costs.results_markdown(rows)
+    header, body = _rows_of(table)
+    assert header.startswith("| result | settings |") and len(body) == 2
+    assert notes == "Notes the files carry:\n\n- `figa_paper`: two runs"
+    assert costs.results_markdown(rows[1:]) == [costs.results_table(rows[1:])]
+
+
+def test_projected_table_or_the_sentence_when_nothing_is_projected():
+    header, body = _rows_of(costs.projected_table({"fig4": 12.345, "fig8": 0.5}))
+    assert header == "| figure | projected CPU-hours at the paper scale |"
+    assert body == ["| fig4 | 12.3 |", "| fig8 | 0.5 |"]
+    assert costs.projected_table({}) == (
+        "Every figure with a cost model has a committed paper-scale result.")
+
+
+def _simulator_record():
+    def rows(n):
+        return [{"method": "numpy reference", "engine": "numpy", "threads": 1,
+                 "rate": 1234.5, "speedup": 1.0},
+                {"method": "literal", "engine": "library", "threads": n, "rate": 98765.4,
+                 "speedup": 80.04}]
+
+    fig6 = [{"n_tokens": 3, "beta": 0.5, "full_s": 1.234, "reduced_s": 0.1, "ratio": 12.34}]
+    return {"settings": {"n_traj": 10000, "n_layers": 50},
+            "tables": {"N3_d4": rows(4), "fig6": fig6, "N8_d10": rows(8)}}
+
+
+def test_simulator_tables_one_per_workload_with_its_title():
+    tables = costs.simulator_tables(_simulator_record())
+    assert len(tables) == 2     # fig6 is not a workload of N tokens
+    title, table = tables[1].split("\n\n")
+    assert title == "**N = 8, d = 10** (10,000 trajectories × 50 layers)"
+    header, body = _rows_of(table)
+    assert header == "| method | threads | trajectory-layers / s | vs NumPy |"
+    assert body == ["| numpy reference | 1 | 1,234 | 1.0x |", "| literal | 8 | 98,765 | 80.0x |"]
+
+
+def test_fig6_table_compares_full_and_reduced():
+    header, body = _rows_of(costs.fig6_table(_simulator_record()))
+    assert header == "| N | β | full map (s) | reduced path (s) | ratio |"
+    assert body == ["| 3 | 0.5 | 1.23 | 0.10 | 12.3x |"]
+
+
+def test_random_attention_table_has_its_workload_and_one_row_per_method():
+    record = {"settings": {"n_traj": 2000, "n_layers": 100}, "tables": {"methods": [
+        {"method": m, "threads": 1, "normals_per_layer": 12345, "rate": 1e6, "speedup": s}
+        for m, s in (("numpy reference", 1.0), ("subspace", 7.25))]}}
+    text = costs.random_attention_table(record)
+    assert text.startswith("2,000 trajectories × 100 layers\n\n")
+    header, body = _rows_of(text)
+    assert header.startswith("| method | threads | random numbers a layer |")
+    assert body[1] == "| subspace | 1 | 12,345 | 1,000,000 | 7.2x |"
+
+
+def test_profile_table_has_one_row_per_part_row():
+    parts = [{"n_tokens": n, "d": 4, "path": "literal", "whole_ns": 1500.4, "normals_ns": 700.0,
+              "n_normals": 48, "attention_ns": 600.0, "exp_ns": 300.0, "n_exp": n * n,
+              "qr_ns": 0.0} for n in (3, 8)]
+    text = costs.profile_table({"settings": {"n_layers": 100000}, "tables": {"parts": parts}})
+    assert text.startswith("100,000 layers a part\n\n")
+    header, body = _rows_of(text)
+    assert header.count("|") == 11 and "| whole layer |" in header
+    assert body == ["| 3 | 4 | literal | 1,500 | 700 | 48 | 600 | 300 | 9 | 0 |",
+                    "| 8 | 4 | literal | 1,500 | 700 | 48 | 600 | 300 | 64 | 0 |"]
+
+
+def test_reduction_table_has_one_row_per_case():
+    case = {"n_tokens": 4, "beta": 1.0, "attention": "softmax", "merged_fraction": 0.875,
+            "antipodal_differs": 0, "clustered_differs": 2, "p_reduced": 0.1234,
+            "p_literal": 0.125, "z": -0.44}
+    header, body = _rows_of(costs.reduction_table({"tables": {"cases": [case, case]}}))
+    assert header.startswith("| N | β | attention | merged by T |")
+    assert body == ["| 4 | 1 | softmax | 88% | 0 | 2 | 0.123 | 0.125 | -0.4 |"] * 2

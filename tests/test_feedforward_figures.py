@@ -83,3 +83,31 @@ def test_plus_one_repels_only_from_the_dimension_and_strength_the_chapter_gives(
     assert repels(10**6, 1.05 * least_r)
     text = CHAPTER.read_text()
     assert f"from $d = {first_d}$" in text and f"{least_r} ({act if act != 'gelu' else 'GELU'})" in text
+
+
+def test_the_figures_threshold_is_nan_where_minus_one_attracts_at_every_beta():
+    # erf, d = 4: a block of strength 4 makes -1 attract at beta = 0 already (the figure's
+    # r = 4 column has no threshold); a weaker one only lowers the threshold
+    assert feedforward.attracts_at_every_beta(4, 4.0, "erf")
+    assert math.isnan(ff_threshold.theory_threshold(4, 4.0, "erf"))
+    assert ff_threshold.theory_threshold(4, 0.5, "erf") == feedforward.critical_beta(4, 0.5, "erf")
+    assert 0 < ff_threshold.theory_threshold(4, 0.5, "erf") < ff_threshold.theory_threshold(4, 0.0, "erf")
+
+
+def test_the_feedforward_pages_words_follow_their_verdicts():
+    from stochastic_transformers.figures import ff_pairs, ff_tokens
+
+    words = ff_pairs.page_values({"total_z": -4.2, "total_relative": -0.0213,
+                                  "even_counts_match": True, "odd_block_raises": False})
+    assert words == {"total_text": "a deficit of 2.1% (-4.2 binomial standard errors), of the "
+                                   "sign of the finite-depth bias that the threshold page measures",
+                     "word_even_match": "agree", "word_odd": "does not clearly raise"}
+    assert ff_pairs.page_values({"total_z": 1.0, "total_relative": 0.001,
+                                 "even_counts_match": False})["total_text"] == (
+        "no systematic difference (+1.0 binomial standard errors)")
+    assert ff_tokens.page_values({"odd_block_more_pairs": True}) == {"word_odd": "more"}
+    stats = {"by_L": {100: "coarse", 400: "fine"}, "coarse_L": 100, "fine_L": 400,
+             "thresholds_agree": False, "threshold_falls_with_r": True}
+    assert ff_threshold.page_values(stats) == {"by_L": {"coarse": "coarse", "fine": "fine"},
+                                               "word_agree": "do not all agree"}
+    assert ff_threshold.phrases(stats)["verdict"].startswith("Not every measured threshold")

@@ -3,18 +3,24 @@ pass them (the numbers the chapter quotes)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import xarray as xr
 
 from stochastic_transformers.figures import (homog_logistic, homog_meet, homog_regimes,
-                                             homog_simplex)
-from stochastic_transformers.figures import load_committed
+                                             homog_scaling, homog_simplex)
+from stochastic_transformers.figures.base import load_committed
+from stochastic_transformers.figures.followup.clock import decay_exponent
+from stochastic_transformers.figures.followup.prose import listed, run_name
+from stochastic_transformers.stats import log_log_slope
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     cache = tmp_path_factory.mktemp("homog")
-    return {m.ID: m.compute("smoke", progress=False, cache_dir=cache)
+    return {m.FIGURE.id: m.compute("smoke", progress=False, cache_dir=cache)
             for m in (homog_regimes, homog_meet, homog_logistic, homog_simplex)}
 
 
@@ -62,9 +68,28 @@ def test_simplex_slowing_verdict_fails_when_gamma_grows_with_b(smoke):
     assert not homog_simplex.summary(ds)["slows_with_b"]
 
 
-def test_simplex_tokens_have_the_simplex_gram():
-    x = homog_simplex.simplex_tokens(5, 8, 0.3)
-    np.testing.assert_allclose(x @ x.T, 0.7 * np.eye(5) + 0.3, atol=1e-14)
+def test_decay_exponent_is_the_least_squares_slope():
+    d = np.array([8.0, 16.0, 32.0, 64.0])
+    assert decay_exponent(d, 0.3 / d) == pytest.approx(-1.0, abs=1e-12)
+    noisy = 0.3 / d * np.array([1.1, 0.9, 1.05, 0.97])
+    assert decay_exponent(d, noisy) == pytest.approx(log_log_slope(d, noisy)[0], abs=1e-12)
+    assert math.isnan(decay_exponent([8.0], [0.1]))
+
+
+def test_prose_lists_numbers_and_names_the_run():
+    assert listed([8, 16, 32], "d") == "8, 16 and 32" and listed([0.5], "g") == "0.5"
+    ds = xr.Dataset(attrs={"shown_scale": "quick"})
+    assert run_name("the committed paper-scale result (x)", ds) == "the committed paper-scale run"
+    assert run_name("a fresh run at the 'quick' scale", ds) == "the quick-scale run of this build"
+
+
+def test_page_words_and_phrases_are_text_at_smoke(smoke):
+    for module in (homog_regimes, homog_meet, homog_logistic, homog_simplex):
+        stats = module.summary(smoke[module.FIGURE.id])
+        words, phrases = module.words(stats), module.phrases(stats)
+        assert all(isinstance(v, str) and v for v in phrases.values())
+        assert all(isinstance(v, (str, float, dict)) for v in words.values())
+    assert homog_regimes.table(homog_regimes.summary(smoke["homog_regimes"])).count("\n") > 2
 
 
 def test_bad_knobs_are_refused_before_compute():
@@ -107,3 +132,28 @@ def test_paper_logistic():
 def test_paper_simplex():
     s = homog_simplex.summary(_paper("homog_simplex"))
     assert s["slows_with_b"] and s["gap_shrinks_with_d"]
+
+
+def test_paper_page_words_follow_the_verdicts():
+    """The committed results give the book's wording, and the wording turns with its verdict."""
+    s = homog_regimes.summary(_paper("homog_regimes"))
+    assert homog_regimes.words(s)["scored_text"] == "agree with"
+    assert homog_regimes.words({**s, "scored_on_curve": False})["scored_text"] == \
+        "do not all agree with"
+    assert homog_regimes.phrases(s)["shallow_reading"].startswith("What orders these misses")
+    m = homog_meet.summary(_paper("homog_meet"))
+    assert homog_meet.phrases(m)["closes_reading"] == "closes"
+    assert homog_meet.phrases({**m, "discretisation_explains": False})["closes_reading"] == \
+        "does **not** close"
+    lg = homog_logistic.summary(_paper("homog_logistic"))
+    assert homog_logistic.words(lg)["rate_reading"] == "falls roughly like 1/d"
+    assert homog_logistic.phrases({**lg, "below_logistic": False})["lag_reading"].startswith(
+        "departs")
+    sx = homog_simplex.summary(_paper("homog_simplex"))
+    assert homog_simplex.words(sx)["slowing_seen"] == "The slowing is there."
+    assert "**not**" in homog_simplex.phrases({**sx, "slows_with_b": False})["slows_reading"]
+    sc = homog_scaling.summary(_paper("homog_scaling"))
+    words = homog_scaling.words(sc)
+    assert words["simplex_verdict"] == "slows the collapse as N grows"
+    assert words["hemisphere_verdict"].startswith("does not slow")
+    assert words["simplex_ratio_last"] == sc["scalings"]["simplex"]["over_logistic"][-1]

@@ -12,6 +12,7 @@ import pytest
 from stochastic_transformers import simulate
 from stochastic_transformers.figures import thm1, universality
 from stochastic_transformers import ModelConfig, RunConfig
+from stochastic_transformers.stats import fit_order
 
 
 @pytest.fixture(scope="module")
@@ -79,23 +80,23 @@ def test_fit_order_recovers_a_known_order():
     true = 0.4 * L**-1.5
     se = 0.02 * true
     err = true + se * rng.standard_normal(L.size)
-    r = thm1.fit_order(L, err, se, min_snr=3, L_min=1)
+    r = fit_order(L, err, se, min_snr=3, L_min=1)
     assert r["used"].all()
     assert abs(r["order"] - 1.5) < 4 * r["order_se"] and r["order_se"] < 0.05
     assert abs(math.exp(r["log_constant"]) - 0.4) < 0.05
     # exact data: exact order, zero spread
-    r = thm1.fit_order(L, 2.0 / L, np.zeros_like(L))
+    r = fit_order(L, 2.0 / L, np.zeros_like(L))
     assert r["order"] == pytest.approx(1.0, abs=1e-12)
     # selection: points below min_snr and below L_min are left out
     se2 = se.copy()
     se2[-1] = true[-1]  # snr 1 at L = 1000
-    r = thm1.fit_order(L, true, se2, min_snr=3, L_min=10)
+    r = fit_order(L, true, se2, min_snr=3, L_min=10)
     assert list(r["used"]) == [False, True, True, True, True, False]
     # too few points: no order
-    r = thm1.fit_order(L[:2], true[:2], se[:2], L_min=10)
+    r = fit_order(L[:2], true[:2], se[:2], L_min=10)
     assert math.isnan(r["order"])
     with pytest.raises(ValueError, match="se"):
-        thm1.fit_order(L, true, -se)
+        fit_order(L, true, -se)
 
 
 @pytest.mark.parametrize("overrides, name", [
@@ -160,6 +161,8 @@ def test_universality_smoke_variables(univ_ds):
     (dict(values=("uniform", "uniform")), "values"),
     (dict(betas=(-1.0,)), "betas"),
     (dict(betas=()), "betas"),
+    (dict(betas=(25.0,)), "betas"),         # the limit at T is tabulated up to beta = 20
+    (dict(convergence_beta=25.0), "convergence_beta"),
     (dict(L=0), "L"),
     (dict(T=0.05), "T"),                    # 0.05 * 10 layers is not whole
     (dict(n_traj=0), "n_traj"),

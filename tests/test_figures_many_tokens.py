@@ -25,6 +25,10 @@ from stochastic_transformers.classification import (  # noqa: E402
     n_clusters,
     together,
 )
+from stochastic_transformers.attention import (  # noqa: E402
+    attention_paths_last,
+    tangent_projection,
+)
 from stochastic_transformers.figures import fig1, fig6, fig7  # noqa: E402
 
 TOL = 1e-3
@@ -143,6 +147,13 @@ def test_batched_configurations():
 
 # ----------------------------------------------------------------------------- fig1
 
+def attention_field(x, tokens, beta, attention="unnormalized"):
+    """The attention each point of ``x`` (P, d) receives from the sequence (x, tokens...)."""
+    seq = np.empty((len(tokens) + 1, x.shape[1], x.shape[0]))
+    seq[0], seq[1:] = x.T, np.asarray(tokens)[:, :, None]
+    return attention_paths_last(seq, beta, attention)[0].T
+
+
 @pytest.mark.parametrize("d", [2, 5])
 def test_tangent_projection_is_orthogonal_to_x(d):
     rng = np.random.default_rng(d)
@@ -150,8 +161,8 @@ def test_tangent_projection_is_orthogonal_to_x(d):
     x /= np.linalg.norm(x, axis=-1, keepdims=True)
     tokens = rng.standard_normal((2, d))
     tokens /= np.linalg.norm(tokens, axis=-1, keepdims=True)
-    a = fig1.attention_field(x, tokens, 1.3)
-    p = fig1.tangent_projection(x, a)
+    a = attention_field(x, tokens, 1.3)
+    p = tangent_projection(x, a)
     assert np.max(np.abs(np.sum(p * x, axis=-1))) < 1e-13
     # the projection removes exactly the radial part
     np.testing.assert_allclose(a - p, np.sum(a * x, axis=-1, keepdims=True) * x, atol=1e-14)
@@ -163,8 +174,8 @@ def test_attention_field_formula_and_softmax_direction():
     beta = 1.0
     expected = (math.exp(beta) * x[0] + math.exp(beta * math.cos(0.7)) * tokens[0]
                 + math.exp(beta * math.cos(2.2)) * tokens[1]) / 3
-    np.testing.assert_allclose(fig1.attention_field(x, tokens, beta)[0], expected, rtol=1e-14)
-    soft = fig1.attention_field(x, tokens, beta, "softmax")[0]
+    np.testing.assert_allclose(attention_field(x, tokens, beta)[0], expected, rtol=1e-14)
+    soft = attention_field(x, tokens, beta, "softmax")[0]
     cross = soft[0] * expected[1] - soft[1] * expected[0]
     assert abs(cross) < 1e-14 and soft @ expected > 0  # same direction, other length
 

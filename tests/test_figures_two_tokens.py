@@ -121,7 +121,7 @@ def test_fig4_summary_counts_a_constructed_map():
                     coords={"L": [100, 1000], "beta": betas, "epsilon": eps,
                             "check_L": [100, 1000]})
     ds["dominant_antipodal"] = ds.p_antipodal > ds.p_single
-    ds["step_size"] = (("L", "beta", "epsilon"), fig4.step_size(
+    ds["step_size"] = (("L", "beta", "epsilon"), theory.hybrid_step_size(
         betas[None, :, None], eps[None, None, :], np.array([100, 1000])[:, None, None]))
     s = fig4.summary(ds)
     assert s["by_L"][100]["n_wrong"] == 1 and s["by_L"][100]["wrong_cells"] == [(4.0, 2.0)]
@@ -153,7 +153,7 @@ def _cli(*args):
     (("fig3", "--set", "n_traj=abc"), "n_traj takes an integer"),
     (("fig3", "--set", "n_traj=0"), "n_traj must be an integer >= 1"),
     (("fig3", "--set", "betas=0:a"), "betas takes a list of numbers"),
-    (("fig3", "--set", "betas=2:1"), "stop must be >= its start"),
+    (("fig3", "--set", "betas=2:1:0.5"), "stop must be >= its start"),
     (("fig3", "--set", "T=0.333"), "whole number of layers"),
     (("fig3", "--set", "attention=soft"), "attention must be one of"),
     (("fig4", "--set", "Ls=0"), "Ls must be an integer >= 1"),
@@ -168,16 +168,16 @@ def test_cli_set_refuses_bad_keys_and_values_in_one_line(tmp_path, args, message
 
 
 def test_cli_set_parses_lists_and_ranges():
-    from stochastic_transformers.figures import knobs, parse_settings
+    from stochastic_transformers.figures import parse_settings, settings
 
-    defaults = knobs("fig3", "smoke")
+    defaults = settings("fig3", "smoke")
     got = parse_settings(["betas=0:4:0.25", "d=4,6,8", "n_traj=1000", "T=20"], defaults)
     assert got["betas"] == tuple(np.round(np.arange(0.0, 4.01, 0.25), 12))
     assert got["d"] == (4, 6, 8) and all(type(v) is int for v in got["d"])
     assert got["n_traj"] == 1000 and type(got["n_traj"]) is int
     assert got["T"] == 20.0 and type(got["T"]) is float
     assert parse_settings(["d=5"], defaults)["d"] == (5,)
-    fig2_defaults = knobs("fig2", "smoke")
+    fig2_defaults = settings("fig2", "smoke")
     got = parse_settings(["device=cpu", "amp=false", "patch_size=2"], fig2_defaults)
     assert got == {"device": "cpu", "amp": False, "patch_size": 2}
 
@@ -212,7 +212,7 @@ def test_reproduce_rejects_unknown_ids_and_scales(tmp_path):
 def test_cli_all_runs_every_figure_not_skipped_and_prints_a_cost_table(tmp_path):
     from stochastic_transformers import figures
 
-    skip = ",".join(f for f in figures.available() if f != "fig1")
+    skip = ",".join(f for f in figures.FIGURES if f != "fig1")
     res = _cli("--all", "--scale", "smoke", "--skip", skip, "--out", str(tmp_path),
                "--no-progress")
     assert res.returncode == 0, res.stderr

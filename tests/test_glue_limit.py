@@ -47,9 +47,9 @@ def test_fig1_outward_verdict_follows_the_radial_component():
 
 def test_fig1_page_keys_are_glued():
     stats = fig1.summary(fig1.compute("smoke"))
-    own = {"fig1.elapsed_ms", "fig1.source", "fig1.stable_rest_text", "fig1.unstable_rest_text",
-           "fig1.radial_reading", "fig1.midpoint_reading"}
-    assert _keys("fig1_attention_field") <= _glued("fig1", stats) | own
+    own = {"fig1.elapsed_ms", "fig1.source"}
+    page = {**stats, **fig1.texts(stats), **fig1.phrases(stats)}
+    assert _keys("fig1_attention_field") <= _glued("fig1", page) | own
 
 
 # ----------------------------------------------------------------------------- fig4
@@ -66,7 +66,7 @@ def _fig4_map(p_a_deep):
                     coords={"L": [100, 1000], "beta": betas, "epsilon": eps,
                             "check_L": [100, 1000]})
     ds["dominant_antipodal"] = ds.p_antipodal > ds.p_single
-    ds["step_size"] = (("L", "beta", "epsilon"), fig4.step_size(
+    ds["step_size"] = (("L", "beta", "epsilon"), theory.hybrid_step_size(
         betas[None, :, None], eps[None, None, :], np.array([100, 1000])[:, None, None]))
     return ds
 
@@ -95,17 +95,21 @@ def test_fig4_depth_reading_and_step_verdicts():
 
 def test_fig4_page_keys_exist_on_the_constructed_map():
     stats = fig4.summary(_fig4_map([[0.0, 1.0], [0.0, 0.8]]))
-    stats = {k: v for k, v in stats.items() if k not in ("wrong_cells", "undecided_cells")}
-    own = {"fig4.source", "fig4.elapsed_text", "fig4.step_example", "fig4.depth_check_text",
-           "fig4.depth_check_reading", "fig4.small_step_reading", "fig4.large_step_reading",
-           "fig4.reference_reading", "fig4.chapter_reading"}
-    assert _keys("fig4_noise_threshold") <= _glued("fig4", stats) | own
+    values, phrases = fig4.page_values(stats), fig4.phrases(stats)
+    assert not {"wrong_cells", "undecided_cells"} & (set(values) | set(values["by_L"][100]))
+    assert {"step_example", "depth_check_text", "chapter_reading"} <= set(values)
+    assert {"depth_check_reading", "small_step_reading", "large_step_reading",
+            "reference_reading"} <= set(phrases)
+    own = {"fig4.source", "fig4.elapsed_text"} | {f"fig4.{k}" for k in phrases}
+    assert _keys("fig4_noise_threshold") <= _glued("fig4", values) | own
 
 
 def test_fig4_step_example_is_the_formula():
     # the page: at beta = 4, eps = 0.5 and L = 100 the step's random part is about 1.4
-    assert float(fig4.step_size(4.0, 0.5, 100)) == pytest.approx(0.5 * math.exp(4) / 20)
-    assert round(float(fig4.step_size(4.0, 0.5, 100)), 1) == 1.4
+    assert float(theory.hybrid_step_size(4.0, 0.5, 100)) == pytest.approx(0.5 * math.exp(4) / 20)
+    assert round(float(theory.hybrid_step_size(4.0, 0.5, 100)), 1) == 1.4
+    stats = fig4.summary(_fig4_map([[0.0, 1.0], [0.0, 0.8]]))
+    assert fig4.page_values(stats)["step_example"] == float(theory.hybrid_step_size(4.0, 0.5, 100))
 
 
 # ----------------------------------------------------------------------------- thm1
@@ -125,12 +129,9 @@ def test_thm1_summary_fields_on_the_committed_result():
         late = b.L.values >= s["fit_L_min"]
         le = (b * b.L).values[late]
         assert (pair["Le_min"], pair["Le_max"]) == (le.min(), le.max())
-    own = {"thm1.source", "thm1.run_wall_s", "thm1.L_used_text", "thm1.L_unresolved_text",
-           "thm1.poles_reading", "thm1.fit_text", "thm1.verdict_text", "thm1.pairs_text",
-           "thm1.pure_text", "thm1.small_L_cv_text", "thm1.cache_note",
-           "thm1.paper_n_traj", "thm1.paper_cpu_hours", "thm1.block_size",
-           "thm1.panel_b_pairs"}
-    assert _keys("thm1_weak_convergence") <= _glued("thm1", s) | own
+    # every key but the source comes from the summary, the page's values and its phrases
+    page = {**s, **thm1.page_values(ds, s, 1.0), **thm1.phrases(s)}
+    assert _keys("thm1_weak_convergence") <= _glued("thm1", page) | {"thm1.source"}
 
 
 # ----------------------------------------------------------------------------- universality
@@ -162,7 +163,9 @@ def _universality(n_antipodal, horizon_counts=None, scale="paper"):
              "n_unclustered": (("beta", "horizon"), np.zeros((1, 3), dtype=int)),
              "n_traj": (("beta",), [n]), "elapsed_s": (("beta",), [1.0])},
             coords={"beta": [0.5], "horizon": [T, 2 * T, 4 * T]})
-    return universality._finish(raw, scale, knobs=knobs, conv=conv, horizon=horizon)
+    ds = universality.finish(raw, knobs, conv=conv, horizon=horizon)
+    ds.attrs["scale"] = scale   # what Figure.compute records
+    return ds
 
 
 def test_universality_laws_agree_verdict():
@@ -184,13 +187,10 @@ def test_universality_page_keys_exist_in_a_paper_scale_summary():
     """The page's keys are computed whenever the scale runs the L sweep and the horizon
     check (every scale does), whatever the betas."""
     s = universality.summary(_universality([[5, 120, 300]] * 3, horizon_counts=[5, 3, 1]))
-    own = {"universality.source", "universality.elapsed_s",
-           "universality.max_unclustered_law_name", "universality.laws_reading",
-           "universality.horizon_text", "universality.conv_rows", "universality.cache_note",
-           "universality.cell_times_text", "universality.d_squared",
-           "universality.cost_projection", "universality.reference_reading",
-           "universality.shift_reading", "universality.control_reading"}
-    assert _keys("universality_value_laws") <= _glued("universality", s) | own
+    # every key but the source comes from the summary, the page's values and its phrases
+    page = {**s, **universality.page_values(s, 1.0), **universality.phrases(s)}
+    assert _keys("universality_value_laws") <= _glued("universality", page) | {
+        "universality.source"}
     paper = universality.SCALES["paper"]
     assert paper["convergence_beta"] is not None and paper["convergence_Ls"]
     assert any(0 < b < theory.critical_beta(paper["d"]) for b in paper["betas"])

@@ -1,7 +1,7 @@
 """The numbers that the chapter "Many tokens" (book/many_tokens.md) and its pages quote by glue.
 
 The chapter and the pages Figure 6, Figure 7, *Two clusters, exactly* and Figure 9 take their
-numbers from the figures' ``summary()`` and from :func:`clusters.theory_numbers` at build time.
+numbers from the figures' ``summary()`` and from :func:`two_clusters.chapter_numbers` at build time.
 These tests check those computations: against independent implementations where the number
 comes from the theory, and, for the fixed wording that the chapter wraps around the glued
 numbers (a cross-page glue cannot change the words), that the committed paper-scale results
@@ -35,7 +35,7 @@ def _committed(name):
     return load_committed(name)
 
 
-# --- the reduced diffusion: two_clusters and clusters.theory_numbers ----------------------
+# --- the reduced diffusion: two_clusters and two_clusters.chapter_numbers ----------------
 
 
 @pytest.mark.parametrize("beta", [0.5, 1.0, 2.0, 5.0, 12.0])
@@ -74,10 +74,10 @@ def test_frozen_hovering_quantile_matches_an_independent_quadrature():
 def test_theory_numbers_are_the_chapters_hovering_statements():
     """The statements of book/many_tokens.md (item *Hovering* and the proof of item 3),
     recomputed by this file's own formulas and the library's primitives."""
-    th = clusters.theory_numbers(d=4, tol=1e-3)
+    th = two_clusters.chapter_numbers(d=4, tol=1e-3)
     for beta in (1.0, 2.0):
         rates = [2 * abs(lam) / ell for lam, ell in
-                 (_balanced_like_part(beta, 4, *s) for s in clusters.THEORY_SPLITS)]
+                 (_balanced_like_part(beta, 4, *s) for s in two_clusters.CHAPTER_SPLITS)]
         assert th["per_beta"][beta]["two_lam_over_ell"] == pytest.approx(np.mean(rates), rel=1e-9)
     assert th["per_beta"][1.0]["two_lam_over_ell"] == pytest.approx(0.22, abs=0.005)
     assert th["per_beta"][2.0]["two_lam_over_ell"] == pytest.approx(0.45, abs=0.005)
@@ -85,12 +85,12 @@ def test_theory_numbers_are_the_chapters_hovering_statements():
     assert large["lam"] == pytest.approx(-2.0, abs=1e-6) and large["ell"] == pytest.approx(8.0, abs=1e-6)
     assert large["median_q"] == pytest.approx(_median_q(4, -2.0, 8.0), rel=2e-3)
     assert large["two_lam_over_ell"] == pytest.approx(0.5, abs=1e-6)
-    scales = {b: [two_clusters.hovering_scale(b, *s) for s in clusters.THEORY_SPLITS]
-              for b in clusters.THEORY_BETAS}
-    for b in clusters.THEORY_BETAS:
+    scales = {b: [two_clusters.hovering_scale(b, *s) for s in two_clusters.CHAPTER_SPLITS]
+              for b in two_clusters.CHAPTER_BETAS}
+    for b in two_clusters.CHAPTER_BETAS:
         assert th["per_beta"][b]["scale_min"] == min(scales[b])
         assert th["per_beta"][b]["scale_max"] == max(scales[b])
-    deep = [b for b in clusters.THEORY_BETAS if b >= clusters.THEORY_BETA_DEEP]
+    deep = [b for b in two_clusters.CHAPTER_BETAS if b >= two_clusters.DEEP_BETA]
     assert th["deep"]["scale_max"] == max(max(scales[b]) for b in deep)
     assert th["deep"]["scale_max"] <= 2e-4
     assert 0.65 < th["deep"]["ratio_min"] and th["deep"]["ratio_max"] < 1.3
@@ -98,7 +98,7 @@ def test_theory_numbers_are_the_chapters_hovering_statements():
     # the chapter says the scale at beta = 2 is "not below the tolerance by any margin"
     assert th["per_beta"][2.0]["scale_min"] > th["tol"] / 2
     plus = th["plus_one"]
-    assert plus["n_cases"] == 2 * math.prod(len(v) for v in clusters.PLUS_ONE_GRID.values())
+    assert plus["n_cases"] == 2 * math.prod(len(v) for v in two_clusters.PLUS_ONE_GRID.values())
     assert 0 < plus["max_rel_error"] < 2e-5
 
 
@@ -138,6 +138,11 @@ def test_clusters_summary_says_what_the_page_says():
     hover = s["hover_largest_softmax"]
     assert hover["beta"] == 5.0 and 1e-9 < hover["scale_min"] < hover["scale_max"] < 1e-7
     assert s["n_splits"] == 5
+    # the page's words for these verdicts (clusters.phrases)
+    words = clusters.phrases(s)
+    assert words["early_reading"] == "most 1-vs-3 splits have broken up"
+    assert words["persist_reading.softmax"] == "within our bound of 4 standard errors."
+    assert "disagree" in words["persist_reading.unnormalized"]
     assert s["depth_n_cells"] == len(s["depth_ratios"]) > 0
 
 
@@ -171,3 +176,39 @@ def test_cross_page_glue_roles_name_a_format(page):
         if "::" in target:
             assert ":" in target.split("::", 1)[1], target
     assert not re.search(r"\{glue(:md|:any)?\}`[^`]*::", text), "glue:md works on its own page only"
+
+
+def _page_keys(stem):
+    """The glue keys that notebooks/STEM.md quotes on its own page (formats stripped)."""
+    text = (ROOT / "notebooks" / f"{stem}.md").read_text()
+    return {m.group(1).split(":")[0]
+            for m in re.finditer(r"\{glue(?::(?:text|md|any))?\}`([^`]+)`", text)}
+
+
+def test_figure_6_and_7_pages_take_every_key_from_package_code():
+    """Every key the pages quote comes from the figure's page_values() or phrases() (and the
+    glue call's source and elapsed_text), computed on the committed results; the verdict
+    sentences are the ones the page states for them."""
+    from stochastic_transformers.notebooks import glue_values
+
+    def glued(prefix, values, phrases):
+        keys = set(glue_values(prefix, values, _glue=lambda *a, **k: None))
+        return keys | {f"{prefix}.{k}" for k in (*phrases, "source", "elapsed_text")}
+
+    source = "the committed paper-scale result"
+    ds6 = _committed("fig6")
+    s6 = fig6.summary(ds6)
+    phrases6 = fig6.phrases(s6, "paper")
+    values6 = fig6.page_values(ds6, s6, fig6.cost_report(ds6), source, 1.0)
+    assert _page_keys("fig6_antipodal_pairs") <= glued("fig6", values6, phrases6)
+    assert values6["wall_s"] == float(ds6.attrs["wall_time_s"])
+    assert phrases6["parity_reading"].startswith("The onset depends on the parity")
+    ds7 = _committed("fig7")
+    s7 = fig7.summary(ds7)
+    check, seconds = fig7.discretisation_check(ds7, s7["most_lost_beta"], source)
+    phrases7 = fig7.phrases(s7, "paper", ds7, check)
+    values7 = fig7.page_values(ds7, s7, fig7.cost_report(ds7), source, 1.0, seconds)
+    assert _page_keys("fig7_persistence") <= glued("fig7", values7, phrases7)
+    assert values7["others"]["betas"] == "6 and 8" and values7["check"]["L_fine"] == 400
+    assert phrases7["persist_reading"].startswith("Every compared time is within 4 standard")
+    assert "different versions of the simulation code" in phrases7["check_code_reading"]

@@ -258,7 +258,7 @@ def test_trial_run_of_slow_motion_as_quoted():
 
 
 def _paper(fig_id):
-    from stochastic_transformers.figures import load_committed
+    from stochastic_transformers.figures.base import load_committed
 
     ds = load_committed(fig_id, "paper")
     if ds is None:

@@ -144,3 +144,14 @@ def test_bad_parameters():
         hm.overlap_moments(np.array([-1.0]), 1.0, 4)
     with pytest.raises(ValueError, match="gamma"):
         hm.simplex_moments(np.array([1.5]), 4, 1.0, 4)
+
+
+def test_simplex_start_and_its_logistic_half_time():
+    """The simplex tokens have the simplex Gram matrix; the logistic half time is where the
+    logistic law from their mean overlap puts gamma at 1/2, and tends to log((1-g0)/g0)."""
+    x = hm.simplex_tokens(5, 8, 0.3)
+    np.testing.assert_allclose(x @ x.T, 0.7 * np.eye(5) + 0.3, atol=1e-14)
+    for n, g0 in ((4, 0.1), (64, 0.3)):
+        m = hm.logistic(hm.logistic_half_time(n, g0), 1 / n + (1 - 1 / n) * g0)
+        assert (m - 1 / n) / (1 - 1 / n) == pytest.approx(0.5, abs=1e-12)
+    assert hm.logistic_half_time(10**9, 0.1) == pytest.approx(math.log(9), rel=1e-6)

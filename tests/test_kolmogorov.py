@@ -162,3 +162,37 @@ def test_advection_diffusion_of_a_gaussian():
         errors.append(np.max(np.abs(u - exact)))
     assert errors[1] < 2e-8
     assert 12.0 < errors[0] / errors[1] < 20.0  # fourth order in h
+
+
+def test_gradient_table_is_the_x_derivative_of_the_solution():
+    # u(s, z) = e^{-s} z, so u_x(s, x) = e^{-s} sech^2 x; centred differences of step 0.05
+    # err by about dx^2 |u_xxx| / 6 < 2e-3 inside, first order at the two ends.
+    def expectation(f, z0s, ss):
+        return np.exp(-ss)[:, None] * f(z0s)[None, :], None
+
+    table, x_lo = kol.gradient_table(expectation, [lambda z: z, lambda z: 2 * z], 1.0)
+    xs = np.arange(-kol.GRADIENT_X_MAX, kol.GRADIENT_X_MAX + kol.GRADIENT_DX / 2, kol.GRADIENT_DX)
+    ss = np.arange(table.shape[1]) * kol.GRADIENT_DS
+    assert table.shape == (2, math.ceil(1.0 / kol.GRADIENT_DS) + 2, xs.size)
+    assert x_lo == -kol.GRADIENT_X_MAX and table.flags.c_contiguous
+    exact = np.exp(-ss)[:, None] / np.cosh(xs)[None, :] ** 2
+    assert np.max(np.abs(table[0, :, 1:-1] - exact[:, 1:-1])) < 2e-3
+    np.testing.assert_allclose(table[1], 2 * table[0], rtol=1e-14, atol=0)
+
+
+def test_start_averages_of_a_brownian_motion():
+    # dX = dB: E[X_t^2 | X_0 = x] = x^2 + t, exact for the 4th-order stencils; averaged over
+    # a start law far from the frozen ends, and times in any order.
+    ts = np.array([2.0, 0.5])
+
+    def weights(xs):
+        w = np.exp(-xs**2 / 2)
+        w /= w.sum()
+        return w, w * xs
+
+    (mean, cross), error = kol.start_averages(lambda xs: (np.zeros_like(xs), np.ones_like(xs)),
+                                              lambda xs: xs**2, weights, ts, 20.0, 0.05)
+    xs = np.linspace(-20.0, 20.0, 801)
+    w = weights(xs)[0]
+    np.testing.assert_allclose(mean, w @ xs**2 + ts, rtol=0, atol=1e-9)
+    assert np.max(np.abs(cross)) < 1e-12 and np.all(error < 1e-9)

@@ -23,12 +23,12 @@ ALPHA = 1e-4
 
 
 def _turning_mean(d=3, attract=0.5, turn=1.0):
-    return homog_limits.mean_value_matrix(d, attract, turn)
+    return limits.turning_mean_value(d, attract, turn)
 
 
 @pytest.fixture(scope="module")
 def x0():
-    return homog_limits.start_tokens(4, 3)
+    return limits.upper_hemisphere_tokens(4, 3)
 
 
 def _model(**kw):
@@ -225,8 +225,26 @@ def test_sde_times_and_validation(x0):
 
 # ---- the map of limits ---------------------------------------------------------------------
 
+def test_the_turning_group_gathers_turns_and_starts_in_the_upper_hemisphere():
+    """V-bar = vI + wJ acts on e_1 as v e_1 + w e_2; the tokens are unit vectors with a last
+    coordinate of at least 1/2 before normalising; phi is the mean first coordinate."""
+    vbar = np.array(limits.turning_mean_value(3, 0.5, 1.0))
+    np.testing.assert_array_equal(vbar @ np.eye(3)[0], [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(vbar + vbar.T, np.eye(3))       # J is antisymmetric
+    x = limits.upper_hemisphere_tokens(4, 3)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, rtol=0, atol=1e-15)
+    assert np.all(x[:, -1] > 0)
+    np.testing.assert_array_equal(x, limits.upper_hemisphere_tokens(4, 3))
+    assert limits.phase(x) == pytest.approx(sum(x[i, 0] for i in range(4)) / 4, abs=1e-15)
+    model = limits.turning_group(3, 1.0, 0.5, 1.0, eta=0.25, sigma=2.0)
+    assert (model.eta, model.sigma, model.sigma_qk) == (0.25, 2.0, 0.0)
+    np.testing.assert_array_equal(model.mean_v_matrix, vbar)
+    with pytest.raises(ValueError, match="turn"):
+        limits.turning_mean_value(3, 0.5, float("nan"))
+
+
 def test_expected_labels_follow_the_corollaries():
-    e = homog_limits.expected_label
+    e = limits.expected_limit
     assert [e(0.75, -1), e(0.5, -1), e(0.4, -0.5), e(0.3, -1), e(0.6, 0), e(0.4, 0.5)] == \
         ["ode1", "ode2", "ode2", "none", "sde", "noise"]
 
@@ -302,13 +320,13 @@ def test_independent_pair_limit_matches_the_chain():
 
 
 def test_clusters_are_connected_groups():
-    from stochastic_transformers.figures.homog_noise import _clusters
+    from stochastic_transformers.classification import n_clusters
 
     g = np.eye(4)
     g[0, 1] = g[1, 0] = 1.0 - 1e-6      # 0 ~ 1
     g[1, 2] = g[2, 1] = 1.0 - 1e-6      # 1 ~ 2, so 0, 1, 2 are one group
-    assert _clusters(g[None], 1e-3).tolist() == [2]
-    assert _clusters(np.eye(4)[None], 1e-3).tolist() == [4]
+    assert n_clusters(g[None], 1e-3).tolist() == [2]
+    assert n_clusters(np.eye(4)[None], 1e-3).tolist() == [4]
 
 
 def test_noise_and_rate_pages_compute_at_smoke(tmp_path):
@@ -322,12 +340,12 @@ def test_noise_and_rate_pages_compute_at_smoke(tmp_path):
 
 
 def test_order_fit_recovers_a_power():
-    from stochastic_transformers.figures.homog_rate import _fit
+    from stochastic_transformers.stats import log_log_slope
 
     eta = 2.0 ** -np.arange(3, 9)
-    order, se = _fit(eta, 0.3 * eta ** 2)
+    order, se, _ = log_log_slope(eta, 0.3 * eta ** 2)
     assert order == pytest.approx(2.0, abs=1e-12) and se < 1e-10
-    order, se = _fit(eta, -0.1 * eta, 1e-4 * np.ones(eta.size))
+    order, se, _ = log_log_slope(eta, -0.1 * eta, 1e-4 * np.ones(eta.size))
     assert order == pytest.approx(1.0, abs=1e-9)
 
 
@@ -368,7 +386,7 @@ def test_slow_motion_with_the_printed_drift_settles_at_a_pole():
 # ---- N, d and beta; Rademacher weights ------------------------------------------------------
 
 def test_half_time_and_scalings():
-    from stochastic_transformers.figures.homog_scaling import beta_for, half_time
+    from stochastic_transformers.figures.followup.homog_scaling import beta_for, half_time
 
     t = np.linspace(0.0, 4.0, 5)
     assert half_time(t, np.array([0.1, 0.3, 0.7, 0.9, 1.0])) == pytest.approx(1.5)
@@ -379,12 +397,12 @@ def test_half_time_and_scalings():
 
 def test_ks_from_quantiles_matches_the_samples():
     """The KS statistic from 2001 quantiles is the samples' to within the grid's resolution."""
-    from stochastic_transformers.figures.homog_laws import _ks_from_quantiles
+    from stochastic_transformers.stats import ks_from_quantiles
 
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal(20_000), rng.standard_normal(20_000) + 0.03
     levels = np.linspace(0.0, 1.0, 2001)
-    stat, p = _ks_from_quantiles(np.quantile(a, levels), np.quantile(b, levels), a.size)
+    stat, p = ks_from_quantiles(np.quantile(a, levels), np.quantile(b, levels), a.size)
     ref = stats.ks_2samp(a, b)
     assert stat == pytest.approx(ref.statistic, abs=1e-3)
     assert p == pytest.approx(ref.pvalue, rel=0.5)

@@ -70,7 +70,7 @@ def test_the_figure_list_keeps_every_id_apart_from_its_description(capsys):
 
     assert main(["reproduce", "--list"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    found = figures.available()
+    found = figures.FIGURES
     assert len(rows) == len(found)
     for row, (fig_id, module) in zip(rows, found.items()):
-        assert row.startswith(fig_id + "  ") and row.endswith(module.DESCRIPTION)
+        assert row.startswith(fig_id + "  ") and row.endswith(module.description)

@@ -162,7 +162,8 @@ def test_balanced_prediction_is_almost_certain_at_the_merge():
     assert s["balanced_se_max"] == pytest.approx(max(se), rel=1e-12) and max(se) < 3.5
     assert s["balanced_prediction_sharp"] is True
     assert s["balanced_mean_pq_max"] <= fig6.BALANCED_SHARP_PQ
-    assert "What this comparison tests is narrow" in _text("fig6_antipodal_pairs")
+    assert "What this comparison tests is narrow" in fig6.phrases(s, "paper")["balanced_reading"]
+    assert "{glue:md}`fig6.balanced_reading:myst`" in _text("fig6_antipodal_pairs")
 
 
 def test_balanced_sharpness_is_none_without_an_even_n():
@@ -267,7 +268,8 @@ def test_figure_9_hovering_scale_carries_the_split_prefactor():
     assert 9.3e-9 < hover["min"] < 9.5e-9 and 3.8e-7 < hover["max"] < 3.95e-7
     assert "hover_order" not in s
     text = _text("fig9_convergence_speed")
-    assert "hover_order" not in text and "4e^{-4" in text
+    assert "hover_order" not in text and s["verdicts"]["stochastic_hovers"]
+    assert "4e^{-4" in fig9.phrases(s, "paper")["hover_reading"]   # the page's words
 
 
 # --- Figure 7, the discretisation check --------------------------------------------------------
@@ -292,6 +294,9 @@ def test_figure_7_check_is_reused_only_when_it_matches_the_run():
     other_tol.attrs = {**check.attrs, "fixed_tol": 1e-2}
     assert fig7.check_matches(main, other_tol, 4.0)["usable"] is False
     assert fig7.check_matches(main, main, 4.0)["same_code"] is True
+    # the page's check: the committed one where it matches the run shown, recomputed otherwise
+    reused, seconds = fig7.discretisation_check(main, 4.0, "the committed paper-scale result")
+    assert reused.identical(check) and seconds == float(check.attrs["cell_time_s"])
     text = _text("fig7_persistence")
-    assert 'fig7.check_matches(ds, ds_check, b_check)["usable"]' in text
+    assert 'fig7.discretisation_check(ds, stats["most_lost_beta"], source' in text
     assert "{glue:md}`fig7.check_code_reading:myst`" in text

@@ -35,7 +35,7 @@ def test_limit_rate_is_the_drift_of_atanh_z_at_minus_one(beta, eps):
     """e^-beta - eps^2/2 is the drift of X = atanh Z of Proposition 1's SDE at Z = -1."""
     mu, nu = theory.atanh_coefficients(-1.0, beta, 3, "unnormalized", model="hybrid",
                                        epsilon=eps)
-    assert fig4.antipodal_rate(beta, eps) == pytest.approx(float(mu), rel=1e-12, abs=1e-15)
+    assert theory.hybrid_antipodal_rate(beta, eps) == pytest.approx(float(mu), rel=1e-12, abs=1e-15)
     assert float(nu) == pytest.approx(eps * math.exp(-beta))
 
 
@@ -43,11 +43,11 @@ def test_limit_rate_is_the_drift_of_atanh_z_at_minus_one(beta, eps):
 def test_chain_rate_tends_to_the_limit_with_the_stated_1_over_L_term(beta, eps):
     """L (rate_L - rate) -> -1/2 + eps^2 (3e^b + e^-3b)/4 - 3 eps^4 (e^2b + e^-2b)/8: within
     2% of that constant at L = 1e5 (the next order is O(1/L) relative)."""
-    limit = fig4.antipodal_rate(beta, eps)
+    limit = theory.hybrid_antipodal_rate(beta, eps)
     c = (-0.5 + 0.25 * eps**2 * (3 * math.exp(beta) + math.exp(-3 * beta))
          - 0.375 * eps**4 * (math.exp(2 * beta) + math.exp(-2 * beta)))
     L = 1e5
-    assert L * (fig4.antipodal_rate(beta, eps, L) - limit) == pytest.approx(c, rel=0.02)
+    assert L * (theory.hybrid_antipodal_rate(beta, eps, L) - limit) == pytest.approx(c, rel=0.02)
 
 
 @pytest.mark.parametrize("beta, eps, L", [(2.75, 0.45, 100), (3.0, 1.0, 100), (4.5, 0.3, 1000)])
@@ -60,19 +60,19 @@ def test_chain_rate_is_the_mean_log_gap_factor(beta, eps, L):
     w = 1.0 / L + eps * xi / math.sqrt(L)
     x = L * (np.log(np.abs(1 + w * (a + b))) - np.log(np.abs(1 + w * (a - b))))
     se = x.std() / math.sqrt(x.size)
-    assert abs(fig4.antipodal_rate(beta, eps, L) - x.mean()) < 4 * se
+    assert abs(theory.hybrid_antipodal_rate(beta, eps, L) - x.mean()) < 4 * se
 
 
 def test_mean_log_abs_normal_closed_form():
     """E log|xi - r|: -(gamma + log 2)/2 at r = 0, and against quadrature elsewhere."""
     from scipy import integrate
-    assert fig4._mean_log_abs_normal(0.0) == pytest.approx(-(np.euler_gamma + math.log(2)) / 2,
+    assert theory._mean_log_abs_normal(0.0) == pytest.approx(-(np.euler_gamma + math.log(2)) / 2,
                                                            rel=1e-12)
     for r in (0.7, 3.0, 25.0):
         f = lambda x: math.log(abs(x - r)) * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)  # noqa: E731
         quad = sum(integrate.quad(f, lo, hi, limit=200)[0]
                    for lo, hi in ((-40.0, r), (r, r + 40.0)))
-        assert fig4._mean_log_abs_normal(r) == pytest.approx(quad, rel=1e-8)
+        assert theory._mean_log_abs_normal(r) == pytest.approx(quad, rel=1e-8)
 
 
 def test_small_steps_do_not_make_the_rates_agree():
@@ -80,10 +80,10 @@ def test_small_steps_do_not_make_the_rates_agree():
     1.8 times as fast as the limit (the figure's reference cells 2.5/0.5 and 3/0.4); at
     L = 1000 they are within 10% of it."""
     for beta, eps in ((2.5, 0.5), (3.0, 0.4)):
-        assert float(fig4.step_size(beta, eps, 100)) < fig4.SMALL_STEP
-        ratio = fig4.antipodal_rate(beta, eps, 100) / fig4.antipodal_rate(beta, eps)
+        assert float(theory.hybrid_step_size(beta, eps, 100)) < fig4.SMALL_STEP
+        ratio = theory.hybrid_antipodal_rate(beta, eps, 100) / theory.hybrid_antipodal_rate(beta, eps)
         assert 1.7 < ratio < 1.85
-        assert abs(fig4.antipodal_rate(beta, eps, 1000) / fig4.antipodal_rate(beta, eps) - 1) < 0.1
+        assert abs(theory.hybrid_antipodal_rate(beta, eps, 1000) / theory.hybrid_antipodal_rate(beta, eps) - 1) < 0.1
 
 
 # ------------------------------------------------------------- Figure 4: the limit at T
@@ -159,6 +159,15 @@ def test_figure4_counts_undecided_cells_on_neither_side(fig4_paper):
             == s["by_L"][100]["n_wrong"])
 
 
+def test_figure4_predicted_step_is_the_hybrid_antipodal_probability(fig4_paper):
+    """The map's p_antipodal_theory (eps / eps_c > 1) is Proposition 1's outcome law,
+    theory.hybrid_antipodal_probability, at every cell of the committed grid."""
+    ds, _ = fig4_paper
+    want = [[theory.hybrid_antipodal_probability(float(b), float(e)) for e in ds.epsilon.values]
+            for b in ds.beta.values]
+    np.testing.assert_array_equal(ds.p_antipodal_theory.transpose("beta", "epsilon").values, want)
+
+
 def test_figure4_depths_have_independent_seeds(fig4_paper):
     """The two maps do not share their trajectories' seeds (the page says independent)."""
     ds, _ = fig4_paper
@@ -217,7 +226,7 @@ def test_near_a_threshold_the_limit_still_changes_with_the_horizon():
 # ------------------------------------------------------------- overlap notebook
 
 def test_overlap_notebook_uses_softmax_and_no_knob_changes_it():
-    assert overlap._BASE["attention"] == "softmax" and "attention" not in overlap.KNOB_SCHEMA
+    assert overlap._BASE["attention"] == "softmax" and "attention" not in overlap.FIGURE.schema
     s = overlap.summary(overlap.compute("smoke"))
     assert s["attention"] == "softmax"
 

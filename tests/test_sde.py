@@ -195,3 +195,34 @@ def test_overlap_sde_poles_times_and_seeds():
 def test_invalid_inputs_name_the_parameter(call, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         call()
+
+
+def test_antipodal_at_is_the_limit_at_finite_and_long_times():
+    """P(Z_t <= -1 + tol) from uniform tokens: the scheme of homogenized.antipodal_by with the
+    main paper's coefficients, bit for bit; falling towards zero where -1 repels (beta = 0
+    at d = 4); and, long after the start, the T = infinity probability."""
+    from stochastic_transformers import homogenized, theory
+
+    ts = np.array([30.0, 10.0])
+    p, err = sde.antipodal_at(ts, 0.75, 4, tol=1e-3, h=0.1)
+    q, q_err = homogenized.antipodal_by(ts, 0.75, 4, model="stochastic", tol=1e-3, h=0.1)
+    assert np.array_equal(p, q) and np.array_equal(err, q_err)
+    p0, _ = sde.antipodal_at([10.0, 50.0], 0.0, 4, h=0.1)
+    assert p0[1] < 1e-5 and p0[1] < p0[0] / 100
+    p_long, err_long = sde.antipodal_at([400.0], 2.0, 4, tol=1e-3)
+    assert p_long[0] == pytest.approx(float(theory.antipodal_probability(2.0, 4)), abs=2e-3)
+    assert err_long[0] < 1e-3
+    with pytest.raises(ValueError, match="beta"):
+        sde.antipodal_at(1.0, sde.ANTIPODAL_BETA_MAX + 1, 4)
+    with pytest.raises(ValueError, match="tol"):
+        sde.antipodal_at(1.0, 1.0, 4, tol=0.0)
+
+
+def test_uniform_overlap_density_is_the_law_of_two_uniform_points():
+    # (1 + Z) / 2 ~ Beta((d-1)/2, (d-1)/2): the density in x = atanh z integrates to 1 and
+    # its mean of tanh^2 is E Z^2 = 1/d.
+    x = np.linspace(-30.0, 30.0, 60001)
+    for d in (2, 4, 7):
+        w = sde.uniform_overlap_density(x, d)
+        assert np.trapezoid(w, x) == pytest.approx(1.0, abs=1e-9)
+        assert np.trapezoid(w * np.tanh(x) ** 2, x) == pytest.approx(1.0 / d, abs=1e-9)

@@ -95,3 +95,86 @@ def test_sign_test_matches_scipy():
                                                   alternative="greater").pvalue)
         assert two == pytest.approx(sps.binomtest(wins, wins + losses, 0.5).pvalue)
     assert stats.sign_test(0, 0) == (1.0, 1.0)
+
+
+def test_binomial_z_is_the_normal_score_where_the_prediction_is_informative():
+    count = np.array([30, 55, 0, 100])
+    p = np.array([0.3, 0.5, 1e-4, 1.0])
+    z = stats.binomial_z(count, 100, p)
+    np.testing.assert_allclose(z[:2], [0.0, 5 / 5.0], rtol=1e-12)
+    assert np.all(np.isnan(z[2:]))   # outside (1e-3, 1 - 1e-3): no score
+    da = xr.DataArray(count, dims="t")
+    got = stats.binomial_z(da, 100, xr.DataArray(p, dims="t"))
+    assert got.dims == ("t",)
+    np.testing.assert_array_equal(got.values, z)
+
+
+def test_relative_drop_and_its_binomial_standard_error():
+    assert stats.relative_drop(100, 80) == (pytest.approx(0.2), pytest.approx(0.04))
+    drop, se = stats.relative_drop(50, 60)      # the count grew: a negative drop, no spread
+    assert drop == pytest.approx(-0.2) and se == 0.0
+    assert all(math.isnan(x) for x in stats.relative_drop(0, 0))
+    # the standard error is the spread of the drop when each item is lost with probability q
+    lost = np.random.default_rng(0).binomial(400, 0.3, size=20_000) / 400
+    assert stats.relative_drop(400, 280)[1] == pytest.approx(lost.std(), rel=0.03)
+
+
+def test_difference_z():
+    assert stats.difference_z(0.3, 0.03, 0.1, 0.04) == pytest.approx(4.0)
+    assert stats.difference_z(0.1, 0.0, 0.1, 0.0) == 0.0
+    assert stats.difference_z(0.1, 0.03, 0.3, 0.04) == pytest.approx(-4.0)
+
+
+def test_pooled_mean_se_is_the_whole_sample_s():
+    import xarray as xr
+
+    from stochastic_transformers.stats import pooled_mean_se
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(1.0, 2.0, 1000)
+    blocks = np.split(x, [100, 350, 351, 800])
+    means = xr.DataArray([b.mean() for b in blocks], dims="block")
+    m2s = xr.DataArray([((b - b.mean()) ** 2).sum() for b in blocks], dims="block")
+    counts = xr.DataArray([float(b.size) for b in blocks], dims="block")
+    mean, se, n = pooled_mean_se(means, m2s, counts, "block")
+    assert float(n) == x.size
+    assert float(mean) == pytest.approx(x.mean(), rel=1e-13)
+    assert float(se) == pytest.approx(x.std(ddof=1) / np.sqrt(x.size), rel=1e-12)
+
+
+def test_paired_comparison_is_the_t_interval_and_the_sign_test_of_the_gaps():
+    rng = np.random.default_rng(11)
+    gaps = rng.normal(0.02, 0.01, 12)
+    gaps[3] = 0.0
+    c = stats.paired_comparison(gaps, 0.95, 0.8)
+    mean, low, high = stats.t_interval(gaps, 0.95)
+    assert (c["n"], c["gap"], c["gap_low"], c["gap_high"]) == (12, mean, low, high)
+    assert c["gap_sd"] == pytest.approx(np.std(gaps, ddof=1), rel=1e-14)
+    assert (c["wins"], c["losses"], c["ties"]) == (11, 0, 1)
+    assert (c["sign_test_p"], c["sign_test_p_two_sided"]) == stats.sign_test(11, 0)
+    assert c["detectable_gap"] == stats.detectable_gap(c["gap_sd"], 12, 0.95, 0.8)
+    assert c["verdict"] == "higher"
+    assert stats.paired_comparison(-gaps)["verdict"] == "lower"
+    assert stats.paired_comparison(gaps - gaps.mean())["verdict"] == "no_detectable_difference"
+    assert stats.paired_comparison([0.3])["verdict"] == "single_pair"
+
+
+def test_detectable_gap_is_the_sum_of_two_t_quantiles_in_standard_errors():
+    # a large sample: the t quantiles tend to the normal ones, 1.96 + 0.84 standard errors
+    n, sd = 10_000, 0.5
+    expected = (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * sd / math.sqrt(n)
+    assert stats.detectable_gap(sd, n) == pytest.approx(expected, rel=1e-3)
+    assert math.isnan(stats.detectable_gap(sd, 1)) and math.isnan(stats.detectable_gap(np.nan, 5))
+
+
+def test_poisson_two_sided_sums_the_counts_no_more_likely_than_the_observed():
+    # independently: every count up to 200, those at most as likely as the observed one
+    k = np.arange(200)
+    for observed, expected in ((7, 3.0), (0, 2.5), (3, 3.0), (40, 20.0)):
+        pmf = sps.poisson.pmf(k, expected)
+        want = pmf[pmf <= sps.poisson.pmf(observed, expected) * (1 + 1e-9)].sum()
+        assert stats.poisson_two_sided(observed, expected) == pytest.approx(min(1.0, want),
+                                                                           rel=1e-9)
+    # the mode is as likely as anything: p = 1; no expectation: p is 1 or 0
+    assert stats.poisson_two_sided(3, 3.5) == pytest.approx(1.0)
+    assert stats.poisson_two_sided(0, 0.0) == 1.0 and stats.poisson_two_sided(2, 0.0) == 0.0

@@ -530,3 +530,52 @@ def test_two_cluster_coefficients_name_a_bad_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         th.two_cluster_coefficients(args.pop("z"), args.pop("beta"), args.pop("d"),
                                     args.pop("m1"), args.pop("m2"), **args)
+
+
+# ------------------------------------------------------- the hybrid model: the discrete chain
+@pytest.mark.parametrize("beta", [0.0, 0.7, 2.5, 4.0])
+def test_hybrid_antipodal_rate_changes_sign_at_the_critical_epsilon(beta):
+    """The limit's drift of atanh Z at -1 is the SDE's (atanh_coefficients at z = -1) and is
+    negative (the pair approaches -1) exactly where hybrid_antipodal_probability is 1."""
+    ec = th.critical_epsilon(beta)
+    for eps in (0.0, 0.9 * ec, 1.1 * ec, 3.0 * ec):
+        rate = th.hybrid_antipodal_rate(beta, eps)
+        mu, _ = th.atanh_coefficients(-1.0, beta, 3, "unnormalized", model="hybrid", epsilon=eps)
+        assert rate == pytest.approx(mu, rel=1e-12, abs=1e-15)
+        assert (rate < 0) == (th.hybrid_antipodal_probability(beta, eps) == 1.0)
+
+
+@pytest.mark.parametrize("beta, eps", [(0.5, 0.4), (2.0, 0.3), (3.0, 0.2)])
+def test_hybrid_antipodal_rate_of_the_chain_tends_to_the_limit(beta, eps):
+    """rate_L - rate is O(1/L) (the constant of the docstring's expansion, within a factor 2
+    at L = 1e6); without noise the chain's rate is the deterministic one, and a tiny noise
+    moves it by about eps^2 / 2."""
+    limit = th.hybrid_antipodal_rate(beta, eps)
+    c = (-0.5 + 0.25 * eps**2 * (3 * math.exp(beta) + math.exp(-3 * beta))
+         - 0.375 * eps**4 * (math.exp(2 * beta) + math.exp(-2 * beta)))
+    L = 1e6
+    assert abs(th.hybrid_antipodal_rate(beta, eps, L) - limit) <= 2 * abs(c) / L
+    det = th.hybrid_antipodal_rate(beta, 0.0, 100)
+    assert det == pytest.approx(100 * (math.log1p(math.cosh(beta) / 100)
+                                       - math.log1p(math.sinh(beta) / 100)), rel=1e-14)
+    assert th.hybrid_antipodal_rate(beta, 1e-3, 100) == pytest.approx(det - 5e-7, abs=2e-7)
+
+
+def test_mean_log_abs_normal_at_large_offsets():
+    """E log|xi - r| = log r - 1/(2 r^2) - 3/(4 r^4) + O(r^-6) for large r."""
+    for r in (8.0, 25.0, 60.0):
+        asymptotic = math.log(r) - 0.5 / r**2 - 0.75 / r**4
+        assert th._mean_log_abs_normal(r) == pytest.approx(asymptotic, abs=20 / r**6)
+        assert th._mean_log_abs_normal(-r) == pytest.approx(th._mean_log_abs_normal(r), rel=1e-14)
+
+
+def test_hybrid_step_size_is_eps_e_beta_over_2_sqrt_L_and_checks_its_arguments():
+    got = th.hybrid_step_size(np.array([0.0, 2.0])[:, None], np.array([0.5, 1.0]), 100)
+    np.testing.assert_allclose(got, np.array([[1.0], [math.exp(2)]]) * [0.5, 1.0] / 20,
+                               rtol=1e-15)
+    assert isinstance(th.hybrid_step_size(1.0, 0.5, 25), float)
+    for bad, name in (((1.0, 0.5, 0), "L"), ((-1.0, 0.5, 10), "beta"), ((1.0, -0.5, 10), "epsilon")):
+        with pytest.raises(ValueError, match=name):
+            th.hybrid_step_size(*bad)
+    with pytest.raises(ValueError, match="L"):
+        th.hybrid_antipodal_rate(1.0, 0.5, 0.0)

@@ -19,6 +19,7 @@ pytest.importorskip("sklearn")
 
 from stochastic_transformers import training, vit  # noqa: E402
 from stochastic_transformers.figures import fig2  # noqa: E402
+from stochastic_transformers.stats import detectable_gap  # noqa: E402
 from stochastic_transformers.training import TrainConfig, train  # noqa: E402
 from stochastic_transformers.vit import AttentionOnlyViT, ViTConfig  # noqa: E402
 
@@ -266,7 +267,7 @@ def test_fig2_smoke_compute_plot_and_cache(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    assert fig2.ID == "fig2" and set(fig2.SCALES) == {"smoke", "quick", "paper"}
+    assert fig2.FIGURE.id == "fig2" and set(fig2.SCALES) == {"smoke", "quick", "paper"}
     paper = fig2.SCALES["paper"]
     assert (paper["depth"], paper["width"], paper["epochs"], paper["seeds"]) == (128, 96, 300, 5)
     ds = fig2.compute("smoke", cache_dir=tmp_path, progress=False)
@@ -278,7 +279,7 @@ def test_fig2_smoke_compute_plot_and_cache(tmp_path):
     again = fig2.compute("smoke", cache_dir=tmp_path, progress=False)  # from the checkpoints
     np.testing.assert_array_equal(again["val_accuracy"], acc)
     assert float(again["train_time"].sum()) == 0.0
-    summary = fig2.summarize(ds)
+    summary = fig2.summary(ds)
     assert {"identity", "gaussian", "gap", "wins", "separated"} <= set(summary)
     fig = fig2.plot(ds)
     assert fig.axes[0].get_xlabel() == "epoch"
@@ -293,7 +294,7 @@ def test_fig2_summary_of_a_known_dataset():
     ds = xr.Dataset({"val_accuracy": (("init", "seed", "epoch"), acc)},
                     coords={"init": ["identity", "gaussian"], "seed": [0, 1],
                             "epoch": [1, 2, 3]})
-    s = fig2.summarize(ds)
+    s = fig2.summary(ds)
     assert s["identity"]["mean"] == pytest.approx(0.75)
     assert s["gaussian"]["min"] == pytest.approx(0.75) and s["gaussian"]["max"] == 0.9
     assert s["gap"] == pytest.approx(0.075) and s["gaussian_better"]
@@ -332,7 +333,9 @@ def test_fig2_verdicts_follow_interval_and_sign_test(gaps, verdict):
 
 
 def test_fig2_flop_model_counts_the_paper_network():
-    f = fig2.training_flops()
+    paper = fig2.SCALES["paper"]
+    f = training.training_flops(paper["depth"], paper["width"], paper["patch_size"],
+                                paper["epochs"])
     assert f["tokens"] == 65  # 8 x 8 patches of 4 x 4 pixels and the class token
     per_layer = 2 * (2 * 65 * 96 * 96 + 2 * 65 * 65 * 96)
     assert f["forward_flops_per_image"] == 128 * per_layer
@@ -404,25 +407,26 @@ def test_digits_small_keeps_twenty_training_images_a_class_and_the_same_validati
 
 
 def test_detectable_gap_has_its_stated_power():
-    """At the gap fig2.detectable_gap names, a two-sided paired t test at 5% rejects in about
+    """At the gap stats.detectable_gap names, a two-sided paired t test at 5% rejects in about
     80% of Monte Carlo replicates (normal gaps, 30 pairs, 4,000 replicates: standard error of
     the rejection rate 0.0063; tolerance 0.03, about 4.7 SE; the formula's own approximation
     error at 30 pairs is below 0.01)."""
     from scipy import stats
 
     n, sd = 30, 0.02
-    gap = fig2.detectable_gap(sd, n)
+    gap = detectable_gap(sd, n, fig2.LEVEL, fig2.POWER)
     rng = np.random.default_rng(20261203)
     samples = rng.normal(gap, sd, size=(4000, n))
     p = stats.ttest_1samp(samples, 0.0, axis=1).pvalue
     assert np.mean(p < 0.05) == pytest.approx(fig2.POWER, abs=0.03)
-    assert np.isnan(fig2.detectable_gap(sd, 1))
+    assert np.isnan(detectable_gap(sd, 1))
 
 
 def test_obtain_shows_the_committed_stand_in_when_no_paper_result(monkeypatch):
     """Figure 2 has no paper-scale file (CIFAR-10); the default page shows the CPU study."""
     import xarray as xr
 
+    from stochastic_transformers import figures
     from stochastic_transformers.figures import base
 
     study = xr.Dataset({"val_accuracy": (("init", "seed", "epoch"), np.zeros((2, 2, 1)))},
@@ -430,8 +434,8 @@ def test_obtain_shows_the_committed_stand_in_when_no_paper_result(monkeypatch):
     files = {("fig2", "cpu"): study}
     monkeypatch.setattr(base, "load_committed",
                         lambda fig_id, scale="paper": files.get((fig_id, scale)))
-    monkeypatch.setattr(fig2, "compute", lambda *a, **k: pytest.fail("nothing may train"))
-    ds, source = base.obtain(fig2, "paper")
+    monkeypatch.setattr(figures.Figure, "compute", lambda *a, **k: pytest.fail("nothing may train"))
+    ds, source = figures.obtain(fig2, "paper")
     assert ds.attrs["shown_scale"] == "cpu"
     assert "results/fig2_cpu.nc" in source and "abcdef1" in source
     files[("fig2", "cpu_small")] = study

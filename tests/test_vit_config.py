@@ -51,7 +51,7 @@ def test_the_cache_keys_of_fig2_are_unchanged(tmp_path):
             overrides["data_dir"] = str(tmp_path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the paper scale on the CPU
-            cfg = fig2._params(scale, overrides)["configs"][(init, seed)]
+            cfg = fig2.configs(fig2.FIGURE.knobs(scale, overrides))[(init, seed)]
         assert cfg.key_hash() == expected, (scale, task, init, seed)
         assert set(cfg.key()) == KEY_NAMES
 
@@ -128,7 +128,7 @@ def test_the_model_takes_its_config_whole():
 
 
 def test_fig2_knobs_are_the_flat_fields_of_the_training_config():
-    knobs = fig2.KNOBS
+    knobs = fig2.FIGURE.default_knobs()
     assert set(knobs) == (set(TrainConfig().flat()) - set(fig2.NOT_KNOBS)) | set(fig2.OWN_KNOBS)
     assert knobs["depth"] == ViTConfig.depth and knobs["lr"] == TrainConfig.lr
     assert knobs["patch_size"] is None and knobs["inits"] == fig2.INITS

@@ -458,3 +458,39 @@ def cluster_pair_layer(s, c, kappa, weights, z):
         v2 = su * t11 + sw * t21
         v3 = sw * t22
     return half_angles(cos_part, _wedge4(y10, y11, y12, y13, v0, v1, v2, v3))
+
+
+# --------------------------------------------------------------------------------------
+# The same attention in numpy, for many configurations at once.
+# --------------------------------------------------------------------------------------
+
+
+def attention_paths_last(Y, beta, attention="softmax"):
+    r"""The attention outputs :math:`A_i` (B = I) of many configurations at once, in numpy.
+
+    ``Y`` holds the tokens paths-last, shape (N, d, P): configuration p is ``Y[:, :, p]``,
+    and the result has that shape.  The weights are those of :func:`attention` - softmax
+    with the row maximum subtracted, or :math:`e^{\ell_{ij}}/N` - without the kernel's
+    rescaling of large unnormalised logits (a logit above about 700 overflows).
+    Paths-last makes every operation a short loop over the small (N, d) axes of long
+    contiguous vectors, much faster than batched products of tiny matrices.
+    """
+    logits = beta * np.einsum("iap,jap->ijp", Y, Y)
+    if attention == "softmax":
+        logits = logits - logits.max(axis=1, keepdims=True)
+        w = np.exp(logits)
+        w /= w.sum(axis=1, keepdims=True)
+    else:
+        w = np.exp(logits) / Y.shape[0]
+    return np.einsum("ijp,jap->iap", w, Y)
+
+
+def tangent_projection(x, a):
+    r""":math:`P^\perp_x[a] = a - \langle x, a\rangle x` for unit vectors ``x`` (..., d).
+
+    What moves a token at ``x`` to first order when ``a`` is added to it and the sum is
+    normalised back onto the sphere: the radial part of ``a`` only rescales the token.
+    """
+    x = np.asarray(x, dtype=float)
+    a = np.asarray(a, dtype=float)
+    return a - np.sum(x * a, axis=-1, keepdims=True) * x

@@ -75,15 +75,30 @@ def _listing(rows, width: int) -> int:
     return 0
 
 
+def _output_folders(args) -> str:
+    """Create --out and the cache folder and check that both take files; return the cache
+    folder.  Runs before any compute: a figure must not compute for hours, then fail to
+    write (a ValueError in one line otherwise)."""
+    from .io import writable_folder
+
+    writable_folder(args.out, "--out")
+    cache_dir = args.cache_dir or str(Path(args.out) / "cache")
+    writable_folder(cache_dir, "--cache-dir" if args.cache_dir else "--out's cache folder")
+    return cache_dir
+
+
 def _run_all(args, figures) -> int:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     for fig_id in sorted(skip):
-        if fig_id not in figures.available():
+        if fig_id not in figures.FIGURES:
             return _fail(f"--skip: unknown figure id {fig_id!r}; ids: "
-                         f"{', '.join(figures.available())}")
-    cache_dir = args.cache_dir or str(Path(args.out) / "cache")
+                         f"{', '.join(figures.FIGURES)}")
+    try:
+        cache_dir = _output_folders(args)
+    except ValueError as err:
+        return _fail(str(err))
     rows = []
-    for fig_id in figures.available():
+    for fig_id in figures.FIGURES:
         if fig_id in skip:
             rows.append((fig_id, "skipped", float("nan")))
             continue
@@ -115,7 +130,7 @@ def main(argv=None) -> int:
     if args.command != "reproduce":  # pragma: no cover
         return 2
     if args.list:
-        return _listing(((i, m.DESCRIPTION) for i, m in figures.available().items()), 14)
+        return _listing(((i, f.description) for i, f in figures.FIGURES.items()), 14)
     if args.all:
         if args.fig_id or args.settings:
             return _fail("--all takes no figure id and no --set (each figure runs at its scale)")
@@ -123,21 +138,25 @@ def main(argv=None) -> int:
     if not args.fig_id:
         return _fail("give a figure id, or --list to see them, or --all")
     try:
-        defaults = figures.knobs(args.fig_id, args.scale)
+        defaults = figures.settings(args.fig_id, args.scale)
         overrides = figures.parse_settings(args.settings, defaults)
+        # Every knob is checked before anything is written or computed (and the listing
+        # shows only what a run would accept).
+        figures.get(args.fig_id).knobs(args.scale, overrides)
     except ValueError as err:
         return _fail(str(err))
     if args.knobs:
-        from .figures.base import format_knob
+        from .figures.knobs import format_knob
 
         return _listing(((k, format_knob(v)) for k, v in {**defaults, **overrides}.items()), 18)
-    cache_dir = args.cache_dir or str(Path(args.out) / "cache")
     start = time.perf_counter()
     try:
+        cache_dir = _output_folders(args)
         figures.reproduce(args.fig_id, args.scale, args.out, scheduler=args.scheduler,
                           cache_dir=cache_dir, progress=not args.no_progress, **overrides)
-    except (ValueError, FileNotFoundError, ModuleNotFoundError) as err:
-        # Bad knobs are refused before any compute; say it in one line.
+    except (ValueError, OSError, ModuleNotFoundError) as err:
+        # Bad knobs and unwritable folders are refused before any compute, a scheduler
+        # that does not answer or dies mid-run is an OSError (ConnectionError): one line.
         return _fail(f"{args.fig_id}: {str(err).splitlines()[0]}")
     print(f"{args.fig_id} ({args.scale}) written to {args.out}/ in "
           f"{time.perf_counter() - start:.1f} s")
@@ -152,14 +171,21 @@ def _notebook(args) -> int:
     if not args.nb_id:
         print("notebook: give a notebook id, or --list to see them", file=sys.stderr)
         return 2
+    from .io import writable_folder
+
     try:
         path = notebooks.find(args.nb_id)
         params = notebooks.parse_parameters(path, args.parameters, args.scale)
+        writable_folder(args.out, "--out")  # before the notebook runs, not after
     except ValueError as err:
-        print(f"notebook: {err}", file=sys.stderr)
+        print(f"notebook: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    out = notebooks.execute(path, args.out, params, kernel=args.kernel)
+    try:
+        out = notebooks.execute(path, args.out, params, kernel=args.kernel)
+    except OSError as err:  # the folder became unwritable while the notebook ran
+        print(f"notebook: {args.nb_id}: {err}", file=sys.stderr)
+        return 2
     print(f"{args.nb_id} ({args.scale}) executed into {out} in "
           f"{time.perf_counter() - start:.1f} s")
     return 0

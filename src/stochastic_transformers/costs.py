@@ -15,6 +15,8 @@ and the load average of its run (:func:`stochastic_transformers.io.provenance`):
 
 :func:`result_costs` and :func:`read_benchmarks` read them; :func:`summary` gathers the
 numbers the book's cost page quotes, and :func:`markdown_table` lays out its tables.
+:func:`page_phrases` and the ``*_table`` functions are the page's sentences and tables, so
+that the page itself only reads the files and displays what they return.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from .io import load_average, provenance, write_json
 
 __all__ = ["BenchmarkRun", "machine_of", "commit_date", "result_cost", "result_costs",
            "read_benchmarks", "benchmark_rows", "projected_costs", "markdown_table",
-           "results_table", "benchmark_table", "fig3_committed", "summary"]
+           "results_table", "benchmark_table", "fig3_committed", "summary", "run_sentence",
+           "dn_sentence", "profile_sentence", "page_phrases", "results_markdown",
+           "projected_table", "simulator_tables", "fig6_table", "random_attention_table",
+           "profile_table", "reduction_table"]
 
 #: The committed results, and the benchmark records under them.
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -247,12 +252,11 @@ def projected_costs(done) -> dict[str, float]:
     from . import figures
 
     out = {}
-    for fig_id in figures.REGISTRY:
-        module = figures.get(fig_id)
-        if fig_id in done or not callable(getattr(module, "cost", None)):
+    for fig_id, figure in figures.FIGURES.items():
+        if fig_id in done or figure.work is None:
             continue
         try:
-            out[fig_id] = float(module.cost("paper"))
+            out[fig_id] = float(figure.cost("paper"))
         except (ValueError, KeyError, TypeError):
             continue
     return out
@@ -490,7 +494,7 @@ def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
     have = {r["figure"] for r in rows}
     done = {r["figure"] for r in rows if r["result"].endswith("_paper")}
     projected = {k: v / 3600 for k, v in projected_costs(done).items()}
-    without = [f for f in figures.REGISTRY if f not in have and f not in projected]
+    without = [f for f in figures.FIGURES if f not in have and f not in projected]
     out = {"results": _results_summary(rows), "projected": projected,
            "n_projected": len(projected), "without": ", ".join(without) or "none",
            "fig3": fig3_committed(results)}
@@ -503,3 +507,158 @@ def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
         if name in records:
             out[key] = fn(records[name])
     return out
+
+
+# ----------------------------------------------------------------------------- the page
+# The cost page (notebooks/reproducing_costs.md) glues the phrases below into its prose and
+# displays the tables; their wording is the page's, so a change here is a change of the page.
+def run_sentence(run: dict) -> str:
+    """Where and how a benchmark ran (a ``run`` entry of :func:`summary`), as the clause the
+    page puts after "The record on this page was" (Markdown)."""
+    commit = run["commit"] + ("" if run["commit_clean"] else " with uncommitted changes")
+    niceness = run["niceness"]
+    # niceness None (not recorded) reads as normal priority, as 0 does
+    priority = (f"at low priority (niceness {niceness})" if niceness
+                else "at normal priority")
+    return (f"measured on {run['date']} at commit `{commit}` on {run['cpu']} "
+            f"({run['cores']} cores), {run['workload']} (`{run['command']}`), {priority}, in "
+            f"{run['wall_time_min']:.1f} minutes; the 1-minute load average was "
+            f"{run['load_start']:.1f} at the start and {run['load_end']:.1f} at the end")
+
+
+def dn_sentence(n3: dict) -> str:
+    """What the d·N path's rate at N = 3 means (the ``N3_d4`` table of
+    ``summary()["simulators"]``), whichever path was faster (Markdown)."""
+    if n3["dn_slower"]:
+        return (f"At $N = 3 < d$ the $d\\cdot N$ path, which `auto` runs before a merge, "
+                f"reached {n3['dn_over_literal']:.2f} of the literal path's rate on one "
+                "thread: its QR costs more than the normals it saves. Switching `auto` to the "
+                "literal path there would change the bits of the committed Figure 6, so it is "
+                "left for a deliberate version bump.")
+    return (f"At $N = 3 < d$ the $d\\cdot N$ path, which `auto` runs before a merge, ran "
+            f"{n3['dn_over_literal']:.2f} times as fast as the literal path on one thread.")
+
+
+def profile_sentence(profile: dict) -> str:
+    """The largest part of a literal layer (``summary()["profile"]``), or why this run cannot
+    say which it is when its parts do not add up (Markdown)."""
+    if not profile["consistent"]:
+        return ("In this run the parts do not add up: a part took longer than the whole it "
+                "belongs to (the exponentials than the attention, or a part than the whole "
+                "layer). The parts are timed one after another, and the load of the machine "
+                "changed between them, so this run does not say which part costs most.")
+    at3 = profile["N3_literal"]["largest_part"]
+    at8 = profile["N8_literal"]["largest_part"]
+    where = (f"the {at3} at both $N = 3$ and $N = 8$." if at3 == at8
+             else f"the {at3} at $N = 3$ and the {at8} at $N = 8$.")
+    return ("Of the random numbers, the exponentials of the attention and the rest of the "
+            "attention, the largest part of a literal layer was " + where)
+
+
+#: The benchmark entries of :func:`summary` whose run the page describes in a sentence.
+RUN_SENTENCES = ("simulators", "random_attention", "profile", "reduction")
+
+
+def page_phrases(stats: dict) -> dict[str, str]:
+    """The Markdown phrases the page glues, keyed by their glue key without the page's
+    ``costs.`` prefix: ``<benchmark>.run.sentence`` (:func:`run_sentence`) of every benchmark
+    of :data:`RUN_SENTENCES` that ``stats`` (:func:`summary`) has, ``dn_sentence`` and
+    ``profile_sentence`` when their records are there."""
+    out = {f"{key}.run.sentence": run_sentence(stats[key]["run"])
+           for key in RUN_SENTENCES if key in stats}
+    if "simulators" in stats:
+        out["dn_sentence"] = dn_sentence(stats["simulators"]["tables"]["N3_d4"])
+    if "profile" in stats:
+        out["profile_sentence"] = profile_sentence(stats["profile"])
+    return out
+
+
+def _times(value: float) -> str:
+    """A ratio as the tables print it: ``12.3x``."""
+    return f"{value:.1f}x"
+
+
+def results_markdown(rows: list[dict]) -> list[str]:
+    """What the page shows of the committed results (:func:`result_costs`), one Markdown
+    text per output: :func:`results_table` and, when a file carries notes (on its times,
+    on a correction of its attributes), the list of them."""
+    notes = [f"- `{r['result']}`: {text}" for r in rows for text in r["notes"].values()]
+    out = [results_table(rows)]
+    if notes:
+        out.append("Notes the files carry:\n\n" + "\n".join(notes))
+    return out
+
+
+def projected_table(projected: dict[str, float]) -> str:
+    """The projected CPU-hours at the paper scale (``summary()["projected"]``), or the
+    sentence saying that every figure with a cost model has a committed result."""
+    if not projected:
+        return "Every figure with a cost model has a committed paper-scale result."
+    return markdown_table(
+        [("figure", "figure"), ("hours", "projected CPU-hours at the paper scale")],
+        [{"figure": k, "hours": v} for k, v in projected.items()], {"hours": ".1f"})
+
+
+def simulator_tables(record: dict) -> list[str]:
+    """One Markdown table per ``N<n>_d<d>`` table of the simulator benchmark's record, each
+    under a bold title with its N, d and workload."""
+    settings = record["settings"]
+    columns = [("method", "method"), ("threads", "threads"), ("rate", "trajectory-layers / s"),
+               ("speedup", "vs NumPy")]
+    formats = {"threads": "d", "rate": ",.0f", "speedup": _times}
+    out = []
+    for key, rows in record["tables"].items():
+        if not key.startswith("N"):
+            continue    # the figure workloads (fig6) have their own tables
+        n, d = key[1:].split("_d")
+        out.append(f"**N = {n}, d = {d}** ({settings['n_traj']:,} trajectories × "
+                   f"{settings['n_layers']} layers)\n\n" + markdown_table(columns, rows, formats))
+    return out
+
+
+def fig6_table(record: dict) -> str:
+    """The sampled Figure 6 cells of the simulator benchmark: full map against reduced path."""
+    return markdown_table(
+        [("n_tokens", "N"), ("beta", "β"), ("full_s", "full map (s)"),
+         ("reduced_s", "reduced path (s)"), ("ratio", "ratio")], record["tables"]["fig6"],
+        {"n_tokens": "d", "beta": "g", "full_s": ".2f", "reduced_s": ".2f", "ratio": _times})
+
+
+def random_attention_table(record: dict) -> str:
+    """The methods of the random-attention benchmark, under its workload."""
+    settings = record["settings"]
+    return (f"{settings['n_traj']:,} trajectories × {settings['n_layers']} layers\n\n"
+            + markdown_table(
+                [("method", "method"), ("threads", "threads"),
+                 ("normals_per_layer", "random numbers a layer"),
+                 ("rate", "trajectory-layers / s"), ("speedup", "vs NumPy")],
+                record["tables"]["methods"],
+                {"threads": "d", "normals_per_layer": ",d", "rate": ",.0f",
+                 "speedup": _times}))
+
+
+def profile_table(record: dict) -> str:
+    """The parts of a layer (nanoseconds) of the layer profile, under its layer count."""
+    counts = ("n_tokens", "d", "n_normals", "n_exp")
+    times = ("whole_ns", "normals_ns", "attention_ns", "exp_ns", "qr_ns")
+    return (f"{record['settings']['n_layers']:,} layers a part\n\n" + markdown_table(
+        [("n_tokens", "N"), ("d", "d"), ("path", "path"), ("whole_ns", "whole layer"),
+         ("normals_ns", "normals"), ("n_normals", "of them"), ("attention_ns", "attention"),
+         ("exp_ns", "its exponentials"), ("n_exp", "of them"), ("qr_ns", "QR")],
+        record["tables"]["parts"],
+        {**{k: "d" for k in counts}, **{k: ",.0f" for k in times}}))
+
+
+def reduction_table(record: dict) -> str:
+    """The cases of the reduction check: merged fraction, changed classifications and the
+    antipodal fractions of both paths with their difference in standard errors."""
+    return markdown_table(
+        [("n_tokens", "N"), ("beta", "β"), ("attention", "attention"),
+         ("merged_fraction", "merged by T"),
+         ("antipodal_differs", "antipodal pair changed by the merge"),
+         ("clustered_differs", "clustered changed by the merge"),
+         ("p_reduced", "P(antipodal pair): reduced"), ("p_literal", "literal"),
+         ("z", "difference (SE)")],
+        record["tables"]["cases"],
+        {"n_tokens": "d", "beta": "g", "merged_fraction": ".0%", "antipodal_differs": "d",
+         "clustered_differs": "d", "p_reduced": ".3f", "p_literal": ".3f", "z": "+.1f"})

@@ -126,8 +126,8 @@ from scipy import interpolate, special
 from . import theory
 from . import two_clusters
 from ._jit import JIT
-from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, check_choice, check_int, check_real,
-                          check_real_array)
+from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, SIGMA_MAX, check_choice, check_int,
+                          check_real, check_real_array, check_tol)
 from .activations import ACTIVATIONS, ODD_ACTIVATIONS, code, evaluate, phi_sum
 from .kolmogorov import log_gap_grid, propagate_probability
 
@@ -142,6 +142,7 @@ __all__ = [
     "boundary_at_minus_one",
     "boundary_at_plus_one",
     "critical_beta",
+    "attracts_at_every_beta",
     "antipodal_probability",
     "antipodal_at",
 ]
@@ -407,7 +408,7 @@ def _check_model(beta, d, r, activation, m1, m2, attention, sigma):
     m1 = check_int("m1", m1, 1)
     m2 = check_int("m2", m2, 1)
     check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
     return beta, d, r, activation, m1, m2, attention, sigma
 
 
@@ -631,15 +632,17 @@ def critical_beta(d, r, activation, attention="softmax", sigma=1.0):
       :math:`\cosh^2\beta > C = (d - 1 + rc/\sigma^2)/2`, :math:`\beta_c = \operatorname{arccosh}\sqrt C`.
 
     Both are decreasing in :math:`\beta`, so -1 attracts exactly for :math:`\beta > \beta_c`.
-    Returns ``nan`` when -1 attracts at every :math:`\beta \ge 0` (softmax :math:`s > 1`,
-    unnormalised :math:`C < 1`), ``0.0`` when :math:`\lambda_-(0) = 0` exactly, and ``inf`` when
-    it attracts at no :math:`\beta` (softmax :math:`s \le 0`, which needs :math:`c > 0`: erf
-    with :math:`d \ge 12`, for instance).  At ``r = 0``, :math:`s = 2/(d-1)`, i.e.
-    :math:`\cosh 2\beta_c = d - 2`: Theorem 2's :math:`\tfrac12\operatorname{arccosh}(d-2)` for
-    every :math:`d \ge 3` (:func:`stochastic_transformers.theory.critical_beta`; ``d = 3`` gives
-    0.0 there too).  For ``d = 2`` the theory returns 0.0 by convention; here it is ``nan``
-    (attracting at every :math:`\beta`, :math:`\beta = 0` included).  Unlike at ``r = 0``, softmax
-    and unnormalised attention differ once :math:`r > 0`.
+    Returns ``0.0`` when -1 attracts at every :math:`\beta \ge 0` (softmax :math:`s > 1`,
+    unnormalised :math:`C < 1`), the convention of
+    :func:`stochastic_transformers.theory.critical_beta` for ``d = 2``
+    (:func:`attracts_at_every_beta` tells this case from :math:`\lambda_-(0) = 0` exactly,
+    which also gives ``0.0``), and ``inf`` when it attracts at no :math:`\beta` (softmax
+    :math:`s \le 0`, which needs :math:`c > 0`: erf with :math:`d \ge 12`, for instance).
+    At ``r = 0``, :math:`s = 2/(d-1)`, i.e. :math:`\cosh 2\beta_c = d - 2`: Theorem 2's
+    :math:`\tfrac12\operatorname{arccosh}(d-2)` for every :math:`d \ge 3`
+    (:func:`stochastic_transformers.theory.critical_beta`; ``d = 3`` gives 0.0 there too), and
+    0.0 for ``d = 2`` as there.  Unlike at ``r = 0``, softmax and unnormalised attention
+    differ once :math:`r > 0`.
 
     Parameters
     ----------
@@ -649,26 +652,37 @@ def critical_beta(d, r, activation, attention="softmax", sigma=1.0):
     attention : {"softmax", "unnormalized"}
     sigma : float > 0
     """
+    s, big_c = _threshold_terms(d, r, activation, attention, sigma)
+    if attention == "softmax":
+        if s > 1.0:
+            return 0.0  # attracting at every beta (theory.critical_beta's d = 2 convention)
+        if s <= 0.0:
+            return math.inf
+        return math.acosh(1.0 / math.sqrt(s))
+    if big_c < 1.0:
+        return 0.0
+    return math.acosh(math.sqrt(big_c))
+
+
+def attracts_at_every_beta(d, r, activation, attention="softmax", sigma=1.0) -> bool:
+    """Whether -1 attracts a pair at every beta >= 0, beta = 0 included (where
+    :func:`critical_beta` returns its conventional 0.0); arguments as there."""
+    s, big_c = _threshold_terms(d, r, activation, attention, sigma)
+    return s > 1.0 if attention == "softmax" else big_c < 1.0
+
+
+def _threshold_terms(d, r, activation, attention, sigma):
+    """The checked arguments' s (softmax) and C (unnormalised) of :func:`critical_beta`."""
     d = check_int("d", d, 2)
     r = check_real("r", r, 0.0, FF_STRENGTH_MAX)
     _check_activation(activation, ODD_ACTIVATIONS)
     check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
     c = 0.0
     if r > 0:
         c = (d - 3.0) * _kappa_slope(activation) - (d - 1.0) * _kappa_one(activation)
     shift = r * c / sigma**2
-    if attention == "softmax":
-        s = (2.0 - shift) / (d - 1.0)
-        if s > 1.0:
-            return math.nan
-        if s <= 0.0:
-            return math.inf
-        return math.acosh(1.0 / math.sqrt(s))
-    big_c = 0.5 * (d - 1.0 + shift)
-    if big_c < 1.0:
-        return math.nan
-    return math.acosh(math.sqrt(big_c))
+    return (2.0 - shift) / (d - 1.0), 0.5 * (d - 1.0 + shift)
 
 
 # ------------------------------------------------------------- the scale function
@@ -926,7 +940,7 @@ def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
     ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
     if ts.ndim != 1:
         raise ValueError("t must be a positive scalar or 1-D array")
-    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    tol = check_tol(tol)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
     v0 = None
     if z0 is not None:

@@ -74,7 +74,8 @@ import numpy as np
 from scipy import integrate, interpolate, special
 
 from . import theory
-from ._validation import check_choice, check_int, check_real, check_real_array
+from ._validation import (SIGMA_MAX, check_choice, check_int, check_real, check_real_array,
+                          check_tol)
 from .kolmogorov import banded_generator, propagate
 
 __all__ = ["pair_coefficients", "independent_pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
@@ -90,7 +91,7 @@ BETA_QK_MAX = 20.0
 def _check_pair(beta, d, sigma_qk):
     beta = check_real("beta", beta, 0.0)
     d = check_int("d", d, 2)
-    sigma_qk = check_real("sigma_qk", sigma_qk, 0.0, strict_min=True)
+    sigma_qk = check_real("sigma_qk", sigma_qk, 0.0, SIGMA_MAX, strict_min=True)
     if beta * sigma_qk**2 > BETA_QK_MAX:
         raise ValueError(f"beta * sigma_qk^2 must be <= {BETA_QK_MAX}; got {beta * sigma_qk**2}")
     return beta, d, sigma_qk
@@ -374,7 +375,7 @@ def antipodal_by(tau, beta, d, sigma_qk=1.0, *, model="random_attention", tol=1e
     beta, d, sigma_qk = _check_pair(beta, d, sigma_qk)
     model = _check_model(model)
     taus, _ = _check_taus(tau, None)
-    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    tol = check_tol(tol)
     x_tol = math.atanh(-1.0 + tol)
     vals, err = _backward([lambda x: (x < x_tol).astype(float)], taus, beta, d, sigma_qk,
                           model, None, h)
@@ -420,8 +421,9 @@ def _exit_probability(mu, nu2, x_max, d, z0):
 
 
 def logistic(t, u0):
-    r"""The follow-up's logistic law :math:`u(t) = u_0/(u_0 + (1-u_0)e^{-t})`."""
-    t = np.asarray(t, dtype=float)
+    r"""The follow-up's logistic law :math:`u(t) = u_0/(u_0 + (1-u_0)e^{-t})`: ``t`` finite
+    (a number or an array), ``u0`` in [0, 1]."""
+    t = check_real_array("t", t)
     u0 = check_real("u0", u0, 0.0, 1.0)
     return u0 / (u0 + (1.0 - u0) * np.exp(-t))
 
@@ -536,3 +538,28 @@ def logistic_floor(b, n_tokens, t_max, *, n_samples=100_000, n_batches=10, seed=
 
     batches = np.array([floor(gap[:, k]) for k in range(n_batches)])
     return floor(gap.mean(axis=1)), float(batches.std(ddof=1) / math.sqrt(n_batches))
+
+
+# --------------------------------------------------------------------- the simplex start
+__all__ += ["simplex_tokens", "logistic_half_time"]
+
+
+def simplex_tokens(n_tokens, d, gamma0):
+    r"""Unit vectors with the simplex Gram matrix :math:`(1-\gamma_0)I + \gamma_0\mathbf 1\mathbf 1^\top`:
+    :math:`x_i = \sqrt{\gamma_0}\,e_0 + \sqrt{1-\gamma_0}\,e_i` (needs ``d > n_tokens``)."""
+    x = np.zeros((n_tokens, d))
+    x[:, 0] = math.sqrt(gamma0)
+    x[np.arange(n_tokens), np.arange(1, n_tokens + 1)] = math.sqrt(1.0 - gamma0)
+    return x
+
+
+def logistic_half_time(n_tokens, gamma0):
+    r"""The clock :math:`t` at which :math:`\gamma` reaches 1/2 from the simplex start if the
+    mean overlap :math:`m = \frac1N + (1 - \frac1N)\gamma` follows the logistic law
+    (:func:`logistic`) from :math:`m_0`:
+    :math:`\log\frac{1-m_0}{m_0} - \log\frac{1-m_*}{m_*}`, :math:`m_* = \frac{1 + 1/N}2`
+    (the diagonal's share 1/N makes it depend on N; it tends to
+    :math:`\log\frac{1-\gamma_0}{\gamma_0}` as N grows)."""
+    m0 = 1.0 / n_tokens + (1.0 - 1.0 / n_tokens) * gamma0
+    m_star = 0.5 * (1.0 + 1.0 / n_tokens)
+    return math.log((1.0 - m0) / m0) - math.log((1.0 - m_star) / m_star)

@@ -18,6 +18,10 @@ This is the deterministic reference behind :func:`stochastic_transformers.sde.ov
 :func:`stochastic_transformers.homogenized.overlap_moments` (the random-attention limit) and
 :func:`stochastic_transformers.two_clusters.antipodal_persistence` (the two-cluster overlap in
 :math:`\log(1 + z)`, with its own second-order generator in the same band storage).
+:func:`start_averages` averages a solution over laws of the start on two nested grids (the
+main model's antipodal fraction at finite times, :func:`stochastic_transformers.sde.antipodal_at`),
+and :func:`gradient_table` tabulates the derivative of a solution (the weak-error study's
+control variate, :mod:`stochastic_transformers.kernels.control_variate`).
 
 Band storage.  Every matrix here has at most two diagonals on each side and is stored as
 LAPACK expects it for :func:`scipy.linalg.solve_banded` with ``(l, u) = (2, 2)``: an
@@ -34,7 +38,8 @@ import numpy as np
 from scipy import linalg
 
 __all__ = ["banded_generator", "banded_matvec", "pade_poles", "pade_step", "propagate",
-           "solve_backward", "log_gap_grid", "propagate_probability"]
+           "solve_backward", "log_gap_grid", "propagate_probability", "start_averages",
+           "gradient_table"]
 
 
 def banded_generator(h, mu, half_nu2):
@@ -249,3 +254,65 @@ def propagate_probability(ab, u0, ts, rtol=1e-7):
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
     return np.clip(u[:, inv], 0.0, 1.0)
+
+
+def start_averages(coefficients, data, weights, ts, x_max, h, rtol=1e-9):
+    r"""Averages over the start of :math:`u(t, x) = E[f(X_t)\mid X_0 = x]`, on two nested grids.
+
+    The diffusion :math:`dX = \mu\,dt + \nu\,dB` has ``coefficients(xs) -> (mu, nu2)``
+    (:math:`\mu` and :math:`\nu^2` at the points ``xs``); its backward equation with data
+    ``data(xs)`` :math:`= f` is solved on :math:`[-x_{max}, x_{max}]` (frozen ends,
+    :func:`banded_generator`; put them where the process does not go or is absorbed) by
+    :func:`propagate` with ``rtol``, on grids of step ``2 h`` and ``h``.  Each row
+    :math:`w` of ``weights(xs)`` (a law of the start on the grid, or such a law times a
+    function of the start) gives the average :math:`\sum_i w_i\,u(t, x_i)`.
+
+    Returns ``(averages, error)``: the averages on the finer grid, shape
+    ``(len(weights), len(ts))``, and the largest change of any of them under the halving,
+    shape ``(len(ts),)``; times in the order of ``ts``.
+    """
+    order = np.argsort(ts)
+    levels = []
+    for step in (2 * h, h):
+        xs = np.linspace(-x_max, x_max, int(round(2 * x_max / step)) + 1)
+        mu, nu2 = coefficients(xs)
+        u = propagate(banded_generator(xs[1] - xs[0], mu, 0.5 * nu2),
+                      np.asarray(data(xs), dtype=float), np.asarray(ts)[order], rtol)
+        levels.append(np.array([w @ u for w in weights(xs)]))
+    inv = np.argsort(order)   # the sorted times back to the order of ts
+    return levels[1][:, inv], np.max(np.abs(levels[1] - levels[0]), axis=0)[inv]
+
+
+#: The grid of :func:`gradient_table`: remaining times :math:`s = j\,\Delta s` and
+#: :math:`x = \operatorname{atanh} z` in :math:`[-x_{max}, x_{max}]` with step
+#: :math:`\Delta x`.  Fine enough for the weak-error study's control variate, whose mean is
+#: zero whatever the table and whose variance alone depends on it.
+GRADIENT_DS = 1.0 / 32.0
+GRADIENT_DX = 0.05
+GRADIENT_X_MAX = 9.0
+
+
+def gradient_table(expectation, fs, t_max, ds=GRADIENT_DS, dx=GRADIENT_DX, x_max=GRADIENT_X_MAX):
+    r"""The derivative :math:`u_x(s, x) = \partial_x u(s, \tanh x)` of the backward solutions
+    :math:`u(s, z) = E[f(Z_s)\mid Z_0 = z]` of an overlap diffusion, tabulated for every
+    :math:`f` of ``fs``.
+
+    ``expectation(f, z0s, ss) -> (values, errors)`` gives :math:`u` at the overlaps ``z0s``
+    and the times ``ss > 0``, values of shape ``(len(ss), len(z0s))``
+    (:func:`stochastic_transformers.sde.overlap_expectation` with the model's parameters);
+    at :math:`s = 0`, :math:`u = f`.  The grid is :math:`s_j = j\,\Delta s` for
+    :math:`j = 0, \dots, \lceil t_{max}/\Delta s\rceil + 1` and :math:`x_i = -x_{max} +
+    i\,\Delta x`; the derivative is :func:`numpy.gradient`'s (second-order centred
+    differences, one-sided at the ends).
+
+    Returns ``(table, x_lo)``: the table of shape ``(len(fs), n_s, n_x)`` (C-contiguous)
+    and :math:`x_0 = -x_{max}`.
+    """
+    xs = np.arange(-x_max, x_max + dx / 2, dx)
+    ss = np.arange(int(math.ceil(t_max / ds - 1e-9)) + 2) * ds
+    tables = []
+    for f in fs:
+        u, _ = expectation(f, np.tanh(xs), ss[1:])
+        u = np.vstack([f(np.tanh(xs))[None, :], u])
+        tables.append(np.gradient(u, xs, axis=1))
+    return np.ascontiguousarray(np.stack(tables)), float(xs[0])

@@ -52,11 +52,12 @@ import math
 import numpy as np
 from scipy import integrate
 
-from ._validation import check_choice, check_int, check_real, check_real_array
+from ._validation import ETA_MAX, check_choice, check_int, check_real, check_real_array
 from .config import ModelConfig
 
 __all__ = ["mean_field", "drift", "covariant_derivative", "modified_drift", "ode_path",
-           "sde_paths", "CORRECTIONS"]
+           "sde_paths", "CORRECTIONS", "turning_mean_value", "turning_group",
+           "upper_hemisphere_tokens", "phase", "expected_limit"]
 
 #: Forms of the ODE II drift: ``ours`` (:math:`b - \eta(\frac12\nabla_b b + cb)`) and
 #: ``printed`` (the follow-up's :math:`b - \frac\eta2\nabla_b b`).
@@ -90,6 +91,16 @@ def _attend(scores, x):
     return p @ x
 
 
+def _check_points(x, model):
+    """Tokens ``x`` at which a field is evaluated: a finite float array (..., N, d) with the
+    model's d, so that a wrong dimension is named instead of failing inside einsum."""
+    x = check_real_array("x", x)
+    if x.ndim < 2 or x.shape[-1] != model.d or x.shape[-2] < 1:
+        raise ValueError(f"x must be a (..., N, {model.d}) array of tokens (the model's "
+                         f"d = {model.d} on the last axis); got shape {x.shape}")
+    return x
+
+
 def mean_field(x, model: ModelConfig, *, n_samples=2048, seed=0, return_se=False):
     r"""The mean attention field :math:`F_i = \bar V E_A m_A(x_i)` at tokens ``x`` (..., N, d).
 
@@ -99,7 +110,7 @@ def mean_field(x, model: ModelConfig, *, n_samples=2048, seed=0, return_se=False
     ``n_samples`` antithetic pair means).
     """
     model = _check_model(model)
-    x = np.asarray(x, dtype=float)
+    x = _check_points(x, model)
     vbar, abar = model.mean_v_matrix, model.mean_qk_matrix
     base = model.beta * np.einsum("...ia,ba,...jb->...ij", x, abar, x)  # beta <Abar x_i, x_j>
     if model.sigma_qk == 0.0:
@@ -152,7 +163,7 @@ def _correction(x, model, form, f=None, **quad):
 def modified_drift(x, model: ModelConfig, eta, *, form="ours", **quad):
     r"""The ODE II drift: ``ours`` :math:`b - \eta(\frac12\nabla_b b + \langle x, F\rangle b)`
     or ``printed`` :math:`b - \frac\eta2\nabla_b b` (module docstring)."""
-    eta = check_real("eta", eta, 0.0)
+    eta = check_real("eta", eta, 0.0, ETA_MAX)
     form = check_choice("form", form, CORRECTIONS)
     b, corr = _correction(np.asarray(x, dtype=float), model, form, **quad)
     return b - eta * corr
@@ -197,6 +208,21 @@ def ode_path(x0, model: ModelConfig, times, *, eta=0.0, form="ours", rtol=1e-10,
     return sol.y.T.reshape(times.size, *shape)
 
 
+def _check_sde_args(model, x0, eta, times, n_paths, substeps):
+    """The arguments of :func:`sde_paths`, checked (each error names its argument)."""
+    model = _check_model(model)
+    if model.noise != "common":
+        raise ValueError("sde_paths integrates the follow-up's common-noise SDE; got "
+                         f"noise={model.noise!r}")
+    x0 = _check_tokens(x0, model)
+    eta = check_real("eta", eta, 0.0, ETA_MAX, strict_min=True)
+    times = np.atleast_1d(check_real_array("times", times, 0.0))
+    if np.any(np.diff(times) < 0):
+        raise ValueError("times must be increasing")
+    return (model, x0, eta, times, check_int("n_paths", n_paths, 1),
+            check_int("substeps", substeps, 1))
+
+
 def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0,
               drift_correction=True, n_samples=256, progress=False):
     r"""Tokens at ``times`` (increasing, from 0) of ``n_paths`` paths of the SDE (module
@@ -212,17 +238,8 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
     :math:`\sqrt2`, exactly centred); the mean field of such a model (in the drift only)
     uses ``n_samples`` antithetic pairs.
     """
-    model = _check_model(model)
-    if model.noise != "common":
-        raise ValueError("sde_paths integrates the follow-up's common-noise SDE; got "
-                         f"noise={model.noise!r}")
-    x0 = _check_tokens(x0, model)
-    eta = check_real("eta", eta, 0.0, strict_min=True)
-    times = np.atleast_1d(check_real_array("times", times, 0.0))
-    if np.any(np.diff(times) < 0):
-        raise ValueError("times must be increasing")
-    n_paths = check_int("n_paths", n_paths, 1)
-    substeps = check_int("substeps", substeps, 1)
+    model, x0, eta, times, n_paths, substeps = _check_sde_args(model, x0, eta, times, n_paths,
+                                                               substeps)
     rng = np.random.default_rng(seed)
     h_nominal = eta / substeps
     # the step grid: nominal steps, cut at every requested time
@@ -282,3 +299,56 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
             out[ptr] = x
             ptr += 1
     return out
+
+
+# ------------------------------------------------------------------ the turning group
+# The model on which the follow-up pages measure these limits (homog_limits, homog_rate).
+
+def turning_mean_value(d, attract, turn):
+    r""":math:`\bar V = vI + wJ` (``attract`` v, ``turn`` w), J the rotation generator of the
+    first two coordinates, as a tuple of tuples (``ModelConfig.mean_v``)."""
+    turn = check_real("turn", turn)
+    m = check_real("attract", attract) * np.eye(check_int("d", d, 2))
+    m[0, 1], m[1, 0] = -turn, turn
+    return tuple(tuple(float(v) for v in row) for row in m)
+
+
+def turning_group(d, beta, attract, turn, *, eta, sigma):
+    r"""The follow-up's model, one head, with :math:`\bar A = I` exactly
+    (:math:`\sigma_{qk} = 0`, so the mean field is exact) and :math:`\bar V` =
+    :func:`turning_mean_value`: the tokens gather (``attract``) while the group turns about
+    the last axis (``turn``).  Step ``eta``, value noise ``sigma``: the noise per unit time
+    is :math:`\alpha = \eta\sigma^2`."""
+    return ModelConfig(d=d, beta=beta, kind="random_attention", eta=eta, sigma=sigma,
+                       sigma_qk=0.0, mean_qk=1.0, mean_v=turning_mean_value(d, attract, turn))
+
+
+def upper_hemisphere_tokens(n_tokens, d, seed=12345):
+    """Fixed starting tokens (n_tokens, d): Gaussian directions whose last coordinate is
+    moved to ``|x_d| + 1/2`` before normalising, so all lie in the upper hemisphere."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((check_int("n_tokens", n_tokens, 1), check_int("d", d, 2)))
+    x[:, -1] = np.abs(x[:, -1]) + 0.5
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def phase(x):
+    r"""The observable :math:`\varphi(X) = \frac1N\sum_i\langle x_i, e_1\rangle` of tokens
+    (..., N, d): it sees the turning group's phase about the last axis."""
+    return np.asarray(x)[..., 0].mean(axis=-1)
+
+
+def expected_limit(gamma, nu):
+    r"""The limit the follow-up's corollaries give for :math:`\eta = L^{-\gamma}` and noise
+    :math:`t_L\alpha = L^{\nu}` (our reading of their map): ``"noise"`` (noise dominates) for
+    :math:`\nu > 0`, ``"sde"`` at :math:`\nu = 0`, and for :math:`\nu < 0` the ballistic
+    ``"ode1"`` when :math:`\gamma > 1/2`, the modified ``"ode2"`` when
+    :math:`1/3 < \gamma \le 1/2`, ``"none"`` below (beyond the modified equation)."""
+    gamma, nu = check_real("gamma", gamma), check_real("nu", nu)
+    if nu > 0:
+        return "noise"
+    if nu == 0:
+        return "sde"
+    if gamma > 0.5:
+        return "ode1"
+    return "ode2" if gamma > 1.0 / 3.0 else "none"

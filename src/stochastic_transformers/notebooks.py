@@ -38,7 +38,7 @@ def available() -> dict[str, Path]:
     (``fig3_phase_transition.md`` is ``fig3``), else by its file name."""
     from . import figures
 
-    fig_ids = set(figures.REGISTRY)
+    fig_ids = set(figures.FIGURES)
     found = {}
     for path in sorted(notebooks_dir().glob("*.md")):
         head = path.stem.split("_")[0]
@@ -83,7 +83,7 @@ def parse_parameters(path: Path, pairs, scale: str = "quick") -> dict:
 
     A key that is a knob of the notebook's figure is read like ``reproduce --set`` and
     checked, with the scale's other knobs, by the figure's knob schema
-    (:func:`.figures.base.module_knobs`, what its ``compute`` runs first); any other key
+    (:meth:`.figures.spec.Figure.knobs`, what its ``compute`` runs first); any other key
     must be a name of the notebook's parameters cell and is read as a Python literal when
     it is one (a number, ``True``, ``None``, a quoted string), else kept as text.
     """
@@ -91,12 +91,12 @@ def parse_parameters(path: Path, pairs, scale: str = "quick") -> dict:
 
     from . import figures
     from ._validation import SCALE_NAMES, check_choice
-    from .figures.base import module_knobs, parse_settings
+    from .figures.knobs import parse_settings
 
     check_choice("scale", scale, SCALE_NAMES)
     names = parameters_of(path)
     nb_id = next((k for k, v in available().items() if v == path), path.stem)
-    knobs = figures.knobs(nb_id, scale) if nb_id in figures.REGISTRY else {}
+    knobs = figures.settings(nb_id, scale) if nb_id in figures.FIGURES else {}
     params = {"scale": scale}
     for key, text in pairs:
         if key == "scale":
@@ -114,7 +114,7 @@ def parse_parameters(path: Path, pairs, scale: str = "quick") -> dict:
                 params[key] = text
     given = {k: v for k, v in params.items() if k in knobs}
     if given:
-        module_knobs(figures.get(nb_id), scale, given)
+        figures.get(nb_id).knobs(scale, given)
     return params
 
 
@@ -122,16 +122,17 @@ def execute(path: Path, out_dir, parameters: dict, *, kernel: str = "python3") -
     """Run the notebook at ``path`` with ``parameters``; write ``out_dir/<id>.ipynb``.
 
     The notebook runs in the notebooks folder (as in the book, so relative paths such as
-    ``../_build/cache`` mean the same); the output is written atomically.
+    ``../_build/cache`` mean the same); the output is written atomically.  An ``out_dir``
+    that cannot take the file is refused (ValueError) before the notebook runs.
     """
     import papermill
 
-    from .io import atomic_path
+    from .io import atomic_path, writable_folder
 
+    writable_folder(out_dir, "out_dir")
     nb = _read(path)
     nb_id = next((k for k, v in available().items() if v == path), path.stem)
     out = Path(out_dir) / f"{nb_id}.ipynb"
-    out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
         tmp_ipynb = tmp.with_suffix(".ipynb")
         try:
@@ -207,3 +208,26 @@ def glue_values(prefix: str, values: dict, *, _glue=None) -> dict[str, object]:
     for key, value in glued.items():
         _glue(key, value, display=False)
     return glued
+
+
+def glue_page(prefix: str, stats: dict, *, source: str, elapsed: float, markdown=None,
+              _glue=None) -> dict[str, object]:
+    """Glue everything a figure page quotes, in one call: the page's only hidden code.
+
+    ``stats`` (the figure's ``summary()``) goes through :func:`glue_values`; ``source`` (the
+    sentence :meth:`~.figures.spec.Figure.obtain` returns) is glued as ``PREFIX.source`` and
+    ``elapsed`` (seconds the page spent obtaining its dataset) as ``PREFIX.elapsed_text``
+    ("loaded, not recomputed" for a committed result); ``markdown`` maps keys to Markdown
+    text (data-dependent phrases that a figure module builds from ``stats``), glued as
+    ``{glue:md}`` values under ``PREFIX.KEY``.
+    """
+    from IPython.display import Markdown
+
+    if _glue is None:
+        from myst_nb import glue as _glue
+    committed = source.startswith("the committed")
+    page = {"source": source,
+            "elapsed_text": Markdown("loaded, not recomputed" if committed
+                                     else f"computed in {elapsed:.0f} s here")}
+    page.update({key: Markdown(text) for key, text in (markdown or {}).items()})
+    return {**glue_values(prefix, stats, _glue=_glue), **glue_values(prefix, page, _glue=_glue)}

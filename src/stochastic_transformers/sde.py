@@ -1,6 +1,6 @@
 r"""Integrators of the depth limits (Theorem 1, Lemmas 2-3) and a Kolmogorov reference.
 
-Three tools, all for the continuous-time limits rather than the discrete model:
+Four tools, all for the continuous-time limits rather than the discrete model:
 
 * :func:`simulate_overlap_sde`: Euler-Maruyama for the two-token overlap diffusion
   (Lemma 4; Proposition 1 for the hybrid model), in :math:`x = \operatorname{atanh} Z`.
@@ -9,6 +9,8 @@ Three tools, all for the continuous-time limits rather than the discrete model:
   weak-error studies of the discrete model.
 * :func:`simulate_token_sde`: Euler-Maruyama for N tokens of the limit SDEs, projected
   back onto the sphere after each step.
+* :func:`antipodal_at`: the overlap diffusion's antipodal fraction at finite times from
+  uniform tokens, what the discrete model run to a horizon converges to.
 
 Why :math:`x = \operatorname{atanh} z`.  Both coefficients of the overlap diffusion
 carry the factor :math:`1 - z^2` (the poles are fixed points), so in x they are smooth,
@@ -21,17 +23,21 @@ textbook weak order 1.  The backward equation is solved by
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
 import numpy as np
-from scipy import integrate, interpolate
+from scipy import integrate, interpolate, special
 
 from . import kolmogorov
-from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_real_array
+from .attention import attention_paths_last
+from ._validation import (ATTENTIONS, check_choice, check_int, check_real, check_real_array,
+                          check_tol)
 from .theory import OVERLAP_MODELS, _atanh_coefficients
 
-__all__ = ["simulate_overlap_sde", "overlap_expectation", "simulate_token_sde"]
+__all__ = ["simulate_overlap_sde", "overlap_expectation", "simulate_token_sde", "antipodal_at",
+           "uniform_overlap_density"]
 
 #: Largest beta the integrators accept (simulate_overlap_sde, overlap_expectation,
 #: simulate_token_sde).  With USA the drift and squared diffusion in x, and the token
@@ -212,6 +218,43 @@ def _overlap_backward(f, xs, ts, beta, d, attention, sigma, model, epsilon, rtol
     return kolmogorov.solve_backward(u0, xs, ts, mu, 0.5 * nu**2, rtol)
 
 
+def _refined_expectation(f, x0s, t_sorted, h0, atol, beta, d, attention, sigma, model,
+                         epsilon):
+    """The Kolmogorov solution at ``x0s`` on nested grids, refined from step ``h0`` until the
+    Richardson estimate is below ``atol``: ``(values, errors)`` of shape (len(t), len(x0s))."""
+    x_in = max(18.0, float(np.max(np.abs(x0s))) + 2.0)
+    lo, hi = _domain(beta, d, attention, sigma, model, epsilon, float(t_sorted[-1]), x_in)
+    previous = None
+    n = int(math.ceil((hi - lo) / h0)) + 1
+    for level in range(4):
+        # Nested grids (exact ratio 2) so that Richardson's (16 u_{h/2} - u_h)/15 applies.
+        if n > 400_000:
+            raise ValueError(
+                f"the Kolmogorov grid would need {n} points (beta={beta}, t={t_sorted[-1]}); "
+                "reduce t or beta, or raise h"
+            )
+        xs = np.linspace(lo, hi, n)
+        u = _overlap_backward(f, xs, t_sorted, beta, d, attention, sigma, model, epsilon,
+                              atol / 10.0)
+        current = np.stack([interpolate.CubicSpline(xs, u[:, j])(x0s)
+                            for j in range(len(t_sorted))])
+        if previous is not None:
+            values = (16.0 * current - previous) / 15.0
+            errors = np.abs(current - previous) / 15.0
+            if np.all(errors < atol):
+                break
+        previous = current
+        n = 2 * n - 1
+    else:
+        warnings.warn(
+            f"overlap_expectation: error estimate {errors.max():.2e} above atol={atol:.1e} "
+            "after 4 grid levels",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return values, errors
+
+
 def overlap_expectation(
     f,
     z0,
@@ -292,36 +335,8 @@ def overlap_expectation(
         values, errors = _deterministic_expectation(f, z0s, t_sorted, beta, attention)
     else:
         h0 = check_real("h", h, 0.0, 1.0, strict_min=True) if h is not None else 0.05 / (1.0 + beta)
-        x0s = np.arctanh(z0s)
-        x_in = max(18.0, float(np.max(np.abs(x0s))) + 2.0)
-        lo, hi = _domain(beta, d, attention, sigma, model, epsilon, float(t_sorted[-1]), x_in)
-        previous = None
-        n = int(math.ceil((hi - lo) / h0)) + 1
-        for level in range(4):
-            # Nested grids (exact ratio 2) so that Richardson's (16 u_{h/2} - u_h)/15 applies.
-            if n > 400_000:
-                raise ValueError(
-                    f"the Kolmogorov grid would need {n} points (beta={beta}, t={t_sorted[-1]}); "
-                    "reduce t or beta, or raise h"
-                )
-            xs = np.linspace(lo, hi, n)
-            u = _overlap_backward(f, xs, t_sorted, beta, d, attention, sigma, model, epsilon,
-                                  atol / 10.0)
-            current = np.stack([interpolate.CubicSpline(xs, u[:, j])(x0s) for j in range(len(t_sorted))])
-            if previous is not None:
-                values = (16.0 * current - previous) / 15.0
-                errors = np.abs(current - previous) / 15.0
-                if np.all(errors < atol):
-                    break
-            previous = current
-            n = 2 * n - 1
-        else:
-            warnings.warn(
-                f"overlap_expectation: error estimate {errors.max():.2e} above atol={atol:.1e} "
-                "after 4 grid levels",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        values, errors = _refined_expectation(f, np.arctanh(z0s), t_sorted, h0, atol, beta, d,
+                                              attention, sigma, model, epsilon)
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
     values, errors = values[inv], errors[inv]
@@ -348,22 +363,6 @@ def _deterministic_expectation(f, z0s, ts, beta, attention):
 
 
 # ------------------------------------------------------------------------- token SDE
-def _attention(Y, beta, attention):
-    r"""Attention outputs :math:`A_i` (B = I) for tokens Y stored paths-last, shape (N, d, P).
-
-    Paths-last makes every operation a short loop over the small (N, d) axes of long
-    contiguous vectors, much faster than batched products of tiny matrices.
-    """
-    logits = beta * np.einsum("iap,jap->ijp", Y, Y)
-    if attention == "softmax":
-        logits = logits - logits.max(axis=1, keepdims=True)
-        w = np.exp(logits)
-        w /= w.sum(axis=1, keepdims=True)
-    else:
-        w = np.exp(logits) / Y.shape[0]
-    return np.einsum("ijp,jap->iap", w, Y)
-
-
 def simulate_token_sde(
     X0,
     beta,
@@ -437,7 +436,7 @@ def simulate_token_sde(
         out[k_rec] = gram(Y)
         k_rec += 1
     for k, h in enumerate(steps, start=1):
-        A = _attention(Y, beta, attention)
+        A = attention_paths_last(Y, beta, attention)
         if model == "stochastic":
             dW = rng.standard_normal((d, d, P)) * math.sqrt(h)
             noise = np.einsum("abp,ibp->iap", dW, A)
@@ -459,3 +458,77 @@ def simulate_token_sde(
             out[k_rec] = gram(Y)
             k_rec += 1
     return out
+
+
+# --------------------------------------------------------- antipodal at a finite time
+def uniform_overlap_density(x, d):
+    r"""Density in :math:`x = \operatorname{atanh} Z` of the overlap of two independent uniform
+    points of :math:`S^{d-1}`: :math:`c_d\,(1 - Z^2)^{(d-1)/2} = c_d \cosh^{1-d} x`, with
+    :math:`c_d = \Gamma(\tfrac d2)/(\sqrt\pi\,\Gamma(\tfrac{d-1}2))`."""
+    d = check_int("d", d, 2)
+    y = np.abs(np.asarray(x, dtype=float))
+    log_c = special.gammaln(d / 2.0) - 0.5 * math.log(math.pi) - special.gammaln((d - 1) / 2.0)
+    log_cosh = y + np.log1p(np.exp(-2.0 * y)) - math.log(2.0)
+    return np.exp(log_c - (d - 1) * log_cosh)
+
+
+#: Half-width of the x = atanh z domain of :func:`antipodal_at`: the coefficients are
+#: constant to double precision well before it, and the density of the start is below 1e-60.
+ANTIPODAL_X_MAX = 24.0
+#: Largest beta :func:`antipodal_at` accepts: its spline of the coefficients resolves the
+#: attention's switch (at :math:`1 - z \sim 1/\beta`) to 6e-5 or better up to beta = 20; beyond,
+#: the switch moves into the spline's sparse tail and its error grows (2e-3 at beta = 300).
+ANTIPODAL_BETA_MAX = 20.0
+
+
+@functools.lru_cache(maxsize=64)
+def _splined_coefficients(beta, d, attention, sigma):
+    """The overlap's :math:`\\mu` and :math:`\\nu^2` in x, tabulated on [-24, 24] (dense where
+    the attention switches, |x| < 3) and splined: cheap on every grid of a refinement."""
+    xs = np.unique(np.concatenate([np.linspace(-ANTIPODAL_X_MAX, -3.0, 43),
+                                   np.linspace(-3.0, 3.0, 241),
+                                   np.linspace(3.0, ANTIPODAL_X_MAX, 43)]))
+    mu, nu = _atanh_coefficients(np.tanh(xs), beta, d, attention, sigma)
+    return interpolate.CubicSpline(xs, mu), interpolate.CubicSpline(xs, nu * nu)
+
+
+def antipodal_at(t, beta, d, *, tol=1e-3, attention="softmax", sigma=1.0, h=None):
+    r"""The limit's antipodal fraction at finite times: :math:`P(Z_t \le -1 + \mathrm{tol})`
+    for the two-token overlap diffusion (Lemma 4) from two independent uniform tokens.
+
+    What the discrete model at a horizon :math:`T` converges to (Theorem 1 is weak
+    convergence on compact time intervals); as :math:`t \to \infty` it tends to
+    :func:`stochastic_transformers.theory.antipodal_probability`.  It is the backward
+    Kolmogorov equation with the indicator of :math:`x \le \operatorname{atanh}(-1 +
+    \mathrm{tol})` as data, in :math:`x = \operatorname{atanh} z` on
+    :math:`[-24, 24]` (:data:`ANTIPODAL_X_MAX`; the poles are fixed points), averaged over
+    :func:`uniform_overlap_density` (:func:`stochastic_transformers.kolmogorov.start_averages`,
+    grid steps ``2 h`` and ``h``, ``h`` by default :math:`0.05/\max(1, \beta)`).  The scheme
+    and its numbers are those of
+    :func:`stochastic_transformers.homogenized.antipodal_by` with ``model="stochastic"``
+    (tested bit for bit); its error estimate is the largest change under the halving of the
+    probability and of :math:`E[Z_0\,1\{Z_t \le -1 + \mathrm{tol}\}]`.
+
+    Returns ``(p, error)``, arrays over ``t`` (> 0, any order); ``beta`` at most
+    :data:`ANTIPODAL_BETA_MAX`.
+    """
+    beta, d, sigma, _ = _validate_common(beta, d, attention, sigma, "stochastic", 0.0)
+    beta = check_real("beta", beta, 0.0, ANTIPODAL_BETA_MAX)
+    tol = check_tol(tol)
+    ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
+    if ts.ndim != 1:
+        raise ValueError("t must be a positive scalar or 1-D array")
+    h = min(0.05, 0.05 / max(1.0, beta)) if h is None else check_real("h", h, 0.0, 1.0,
+                                                                      strict_min=True)
+    mu, nu2 = _splined_coefficients(beta, d, attention, sigma)
+    x_tol = math.atanh(-1.0 + tol)
+
+    def weights(xs):
+        w = uniform_overlap_density(xs, d)
+        w = w / w.sum()
+        return w, w * np.tanh(xs)
+
+    (p, _), error = kolmogorov.start_averages(lambda xs: (mu(xs), nu2(xs)),
+                                              lambda xs: (xs < x_tol).astype(float), weights,
+                                              ts, ANTIPODAL_X_MAX, h)
+    return p, error

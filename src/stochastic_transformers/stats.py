@@ -438,3 +438,323 @@ def log_log_slope(x, y, se=None, *, inflate=False) -> tuple[float, float, float]
     if inflate and np.isfinite(chi2):
         slope_se *= math.sqrt(max(1.0, chi2))
     return float(coef[1]), float(slope_se), chi2
+
+
+def weighted_least_squares(X, y, se=None):
+    r"""Weighted least squares :math:`y \approx X c` with standard deviations ``se``.
+
+    Minimises :math:`\sum_i (y_i - (Xc)_i)^2 / \text{se}_i^2`; returns ``(c, cov, chi2)``:
+    the coefficients, their covariance :math:`(X^\top W X)^{-1}` and the fit's
+    :math:`\chi^2` (not divided by the degrees of freedom).  Without ``se``, or when some
+    ``se`` is 0, the weights are 1 and ``chi2`` is nan (the covariance then is not a
+    standard error: the caller scales it by the residuals if it needs one).
+    """
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    weighted = se is not None and np.all(np.asarray(se, dtype=float) > 0)
+    w = 1.0 / np.asarray(se, dtype=float) ** 2 if weighted else np.ones_like(y)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    c = cov @ (X.T @ (w * y))
+    chi2 = float(np.sum(w * (y - X @ c) ** 2)) if weighted else float("nan")
+    return c, cov, chi2
+
+
+def z_digest(z, *, within=2.0) -> dict:
+    r"""The digest of deviations ``z`` (in standard errors) that a figure's summary reports.
+
+    ``{"n": count, "max_abs_z": max |z|, "mean_z": mean z, "share_within": share with
+    |z| <= within}`` over the finite entries of ``z``; nan for each statistic when there is
+    none.  Under a perfect match with normal errors ``share_within`` is about 95% for
+    ``within = 2`` and ``mean_z`` has standard error :math:`1/\sqrt{n}`.
+    """
+    z = np.asarray(z, dtype=float).ravel()
+    z = z[np.isfinite(z)]
+    if not z.size:
+        return {"n": 0, "max_abs_z": float("nan"), "mean_z": float("nan"),
+                "share_within": float("nan")}
+    return {"n": int(z.size), "max_abs_z": float(np.abs(z).max()), "mean_z": float(z.mean()),
+            "share_within": float((np.abs(z) <= within).mean())}
+
+
+def binomial_z(count, n, p, *, band=1e-3):
+    r"""Deviation of ``count`` successes of ``n`` from a predicted probability ``p``, in
+    binomial standard errors: :math:`(k - np)/\sqrt{np(1-p)}`.
+
+    NaN where ``p`` is not strictly between ``band`` and ``1 - band``: there a prediction
+    is all but certain and the normal score says nothing.  Elementwise on arrays and
+    xarray objects (which keep their dimensions).
+    """
+    import xarray as xr
+
+    informative = (p > band) & (p < 1 - band)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return xr.where(informative, (count - n * p) / np.sqrt(n * p * (1 - p)), np.nan)
+
+
+def ks_from_quantiles(qa, qb, n):
+    """Two-sample Kolmogorov-Smirnov statistic and p-value from two samples of size ``n``
+    each, given as their quantiles at the same equally spaced levels from 0 to 1.
+
+    The statistic is the largest gap between the two empirical distribution functions,
+    evaluated (by interpolating the quantiles) on the pooled quantiles: exact to the
+    levels' spacing, well below the critical gaps when there are many levels.  The p-value
+    is the asymptotic two-sample law, the one-sample law at ``n // 2`` (nan for n < 2).
+    """
+    from scipy import stats
+
+    qa, qb = np.asarray(qa, dtype=float), np.asarray(qb, dtype=float)
+    grid = np.union1d(qa, qb)
+    levels = np.linspace(0.0, 1.0, qa.size)
+    fa = np.interp(grid, qa, levels, left=0.0, right=1.0)
+    fb = np.interp(grid, qb, levels, left=0.0, right=1.0)
+    stat = float(np.max(np.abs(fa - fb)))
+    return stat, float(stats.kstwo.sf(stat, n // 2)) if n > 1 else float("nan")
+
+
+# ----------------------------------------------------------------------------- orders of errors
+def _error_arrays(L, err, se):
+    """``L``, ``err`` and ``se`` as float arrays, checked: 1-d of one length, L > 0, se >= 0."""
+    L, err, se = (np.asarray(a, dtype=float) for a in (L, err, se))
+    if not (L.ndim == err.ndim == se.ndim == 1 and L.size == err.size == se.size):
+        raise ValueError("L, err and se must be 1-d arrays of the same length")
+    if np.any(~np.isfinite(L)) or np.any(L <= 0):
+        raise ValueError("L must hold positive numbers")
+    if np.any(se < 0) or np.any(np.isnan(se)):
+        raise ValueError("se must hold standard errors >= 0")
+    return L, err, se
+
+
+def fit_order(L, err, se, *, min_snr=3.0, L_min=1):
+    r"""Fit :math:`|e| \approx C L^{-p}` by weighted least squares on :math:`\log|e|`.
+
+    Points enter the fit when ``|err| >= min_snr * se`` and ``L >= L_min``; each has
+    the delta-method standard deviation ``se / |err|`` on the log scale.  The slope's
+    standard error comes from the weighted covariance, inflated by
+    :math:`\sqrt{\chi^2_\nu}` when the reduced chi-square exceeds 1 (scatter beyond the
+    error bars, e.g. pre-asymptotic curvature).
+
+    Parameters
+    ----------
+    L, err, se : 1-d arrays of the same length
+        Depth scales, errors (their absolute value is used) and standard errors (> 0,
+        or 0 for exact values).
+    min_snr : float >= 0
+    L_min : int >= 1
+
+    Returns
+    -------
+    dict
+        ``order`` (p), ``order_se``, ``log_constant`` (:math:`\log C`), ``chi2_red``
+        and ``used`` (boolean mask).  ``order`` is nan with fewer than two usable
+        points; ``order_se`` is nan with fewer than three (no residual freedom left when
+        there is no error bar, e.g. se = 0).
+    """
+    L, err, se = _error_arrays(L, err, se)
+    err = np.abs(err)
+    min_snr = check_real("min_snr", min_snr, 0.0)
+    L_min = check_real("L_min", L_min, 0.0)
+    used = (err > 0) & np.isfinite(err) & (err >= min_snr * se) & (L >= L_min)
+    out = {"order": np.nan, "order_se": np.nan, "log_constant": np.nan, "chi2_red": np.nan,
+           "used": used}
+    if used.sum() < 2:
+        return out
+    x, y = np.log(L[used]), np.log(err[used])
+    sd = se[used] / err[used]
+    weighted = bool(np.all(sd > 0))
+    X = np.column_stack([np.ones_like(x), x])
+    c, cov, chi2 = weighted_least_squares(X, y, sd)
+    out.update(order=float(-c[1]), log_constant=float(c[0]))
+    nu = x.size - 2
+    if nu > 0:
+        # without error bars the scatter of the residuals is the only measure of the error
+        chi2_red = (chi2 if weighted else float(np.sum((y - X @ c) ** 2))) / nu
+        out["chi2_red"] = chi2_red
+        out["order_se"] = float(math.sqrt(cov[1, 1] * (max(1.0, chi2_red) if weighted
+                                                       else chi2_red)))
+    elif weighted:
+        out["order_se"] = float(math.sqrt(cov[1, 1]))
+    return out
+
+
+def _signed_points(L, err, se, L_min):
+    """The points of a signed fit: those with ``L >= L_min`` and a finite error, and the mask."""
+    L, err, se = _error_arrays(L, err, se)
+    keep = (L >= check_real("L_min", L_min, 0.0)) & np.isfinite(err)
+    return L[keep], err[keep], se[keep], keep
+
+
+def _chi2_sf(chi2, dof) -> float:
+    from scipy import stats as sps
+
+    return float(sps.chi2.sf(chi2, dof))
+
+
+def fit_two_term(L, err, se, *, L_min=1):
+    r"""Fit the *signed* error :math:`e \approx C_1/L + C_2/L^2` by weighted least squares.
+
+    Every point with ``L >= L_min`` enters (resolved or not: the model is fitted to the
+    signed values, so an error compatible with zero is information, not a problem).  This
+    is the model that first-order weak convergence with a smooth expansion in
+    :math:`1/L` predicts (odd moments of the entries vanish, so no half-integer powers).
+
+    Returns ``C1``, ``C1_se``, ``C2``, ``C2_se``, ``chi2``, ``dof`` (points - 2),
+    ``p_value`` (chi-square survival; nan without residual freedom) and ``used``.
+    """
+    x, e, s, used = _signed_points(L, err, se, L_min)
+    out = {"C1": np.nan, "C1_se": np.nan, "C2": np.nan, "C2_se": np.nan, "chi2": np.nan,
+           "dof": max(x.size - 2, 0), "p_value": np.nan, "used": used}
+    if x.size < 2:
+        return out
+    c, cov, chi2 = weighted_least_squares(np.column_stack([1.0 / x, 1.0 / x**2]), e, s)
+    out.update(C1=float(c[0]), C2=float(c[1]), C1_se=float(math.sqrt(cov[0, 0])),
+               C2_se=float(math.sqrt(cov[1, 1])))
+    if out["dof"] > 0 and np.isfinite(chi2):
+        out.update(chi2=chi2, p_value=_chi2_sf(chi2, out["dof"]))
+    return out
+
+
+#: The orders p tried by :func:`fit_corrected_order` (the chi-square is profiled over them).
+ORDER_GRID = np.round(np.arange(0.0, 4.0 + 1e-9, 0.0005), 4)
+
+
+def fit_corrected_order(L, err, se, *, L_min=1):
+    r"""Fit the signed error :math:`e \approx C L^{-p} + D L^{-2}`: a power law of free
+    order p plus the second-order term of the expansion.
+
+    For each ``p`` of :data:`ORDER_GRID` (except 2, where the two terms coincide) the
+    constants come from weighted least squares; the order is the ``p`` of smallest
+    chi-square, and its standard error is half the width of the set where the chi-square
+    is within :math:`\max(1, \chi^2_\nu)` of the minimum (the one-sigma profile
+    interval, widened like :func:`fit_order` when the scatter exceeds the error bars;
+    ``order_low``, ``order_high`` are its ends); nan when that set reaches the grid's end.
+    Every point with ``L >= L_min`` enters; at least four are needed (one degree of
+    freedom).  (The correction :math:`D L^{-p-1}` instead of :math:`D L^{-2}` makes the
+    model degenerate: with :math:`C \to 0` its second term is itself a power law of any
+    order.)
+
+    Returns ``order``, ``order_se``, ``order_low``, ``order_high``, ``C``, ``D``,
+    ``chi2``, ``dof`` (points - 3), ``p_value`` and ``used``.
+    """
+    x, e, s, used = _signed_points(L, err, se, L_min)
+    out = {"order": np.nan, "order_se": np.nan, "order_low": np.nan, "order_high": np.nan,
+           "C": np.nan, "D": np.nan, "chi2": np.nan, "dof": max(x.size - 3, 0),
+           "p_value": np.nan, "used": used}
+    if x.size < 4 or not np.all(s > 0):
+        return out
+    grid = ORDER_GRID[np.abs(ORDER_GRID - 2.0) > 1e-9]
+    w = 1.0 / s**2
+    u = x[None, :] ** -grid[:, None]                 # (grid, points): the L^-p column
+    v = x ** -2.0
+    # the 2 x 2 normal equations for every p at once
+    a11, a12, a22 = (w * u * u).sum(1), (w * u * v).sum(1), float((w * v * v).sum())
+    b1, b2 = (w * u * e).sum(1), float((w * v * e).sum())
+    det = a11 * a22 - a12 * a12
+    C = (a22 * b1 - a12 * b2) / det
+    D = (a11 * b2 - a12 * b1) / det
+    chi2 = (w * (e[None, :] - C[:, None] * u - D[:, None] * v) ** 2).sum(1)
+    k = int(np.argmin(chi2))
+    dof = out["dof"]
+    band = chi2 <= chi2[k] + max(1.0, chi2[k] / dof)
+    lo, hi = int(np.argmax(band)), int(band.size - 1 - np.argmax(band[::-1]))
+    out.update(order=float(grid[k]), C=float(C[k]), D=float(D[k]), chi2=float(chi2[k]),
+               p_value=_chi2_sf(chi2[k], dof))
+    if lo > 0 and hi < band.size - 1 and bool(band[lo:hi + 1].all()):
+        out.update(order_low=float(grid[lo]), order_high=float(grid[hi]),
+                   order_se=float((grid[hi] - grid[lo]) / 2))
+    return out
+
+
+def poisson_two_sided(observed: int, expected: float) -> float:
+    """Two-sided p-value of ``observed`` for a Poisson law of mean ``expected``: the sum of the
+    probabilities of the counts no more likely than ``observed`` (1 or 0 when ``expected``
+    is 0, as ``observed`` is 0 or not)."""
+    from scipy import stats
+
+    if expected <= 0.0:
+        return 1.0 if observed == 0 else 0.0
+    k = np.arange(0, int(max(observed, expected) * 4 + 50))
+    pmf = stats.poisson.pmf(k, expected)
+    return float(min(1.0, pmf[pmf <= stats.poisson.pmf(observed, expected) * (1 + 1e-9)].sum()))
+
+
+def detectable_gap(sd: float, n: int, level: float = 0.95, power: float = 0.8) -> float:
+    r"""Smallest true mean gap that a two-sided paired t test at ``level`` detects with
+    probability ``power``, for ``n`` pairs of standard deviation ``sd``:
+    :math:`(t_{(1+\text{level})/2,\,n-1} + t_{\text{power},\,n-1})\,\text{sd}/\sqrt n`
+    (the usual approximation, which ignores the non-central t's skew); nan below two pairs."""
+    from scipy import stats
+
+    if n < 2 or not np.isfinite(sd):
+        return float("nan")
+    return float((stats.t.ppf((1 + level) / 2, n - 1) + stats.t.ppf(power, n - 1))
+                 * sd / np.sqrt(n))
+
+
+def paired_comparison(gaps, level: float = 0.95, power: float = 0.8) -> dict:
+    """Two arms compared through their paired differences ``gaps`` (arm B minus arm A).
+
+    Returns ``n`` (pairs), ``gap`` (the mean) with its Student-t interval at ``level``
+    (``gap_low``, ``gap_high``), ``gap_sd``, ``detectable_gap`` (:func:`detectable_gap` at
+    ``power``), ``wins``/``losses``/``ties`` (pairs where B is above, below, level),
+    ``sign_test_p`` (one-sided, at least ``wins`` wins among the untied pairs) and
+    ``sign_test_p_two_sided`` (:func:`sign_test`), and ``verdict``: ``"higher"`` or
+    ``"lower"`` where the interval excludes 0 on that side and the two-sided sign test is
+    below ``1 - level`` on the same side; ``"no_detectable_difference"`` where neither test
+    rejects a zero gap; ``"mixed"`` where one rejects and the other does not (few pairs, or
+    heavy tails: one outlier can move the mean without moving the signs); ``"single_pair"``
+    below two pairs.
+    """
+    gaps = np.asarray(gaps, dtype=float)
+    n = int(gaps.size)
+    out = {"n": n}
+    out["gap"], out["gap_low"], out["gap_high"] = t_interval(gaps, level)
+    out["gap_sd"] = float(gaps.std(ddof=1)) if n > 1 else float("nan")
+    out["detectable_gap"] = detectable_gap(out["gap_sd"], n, level, power)
+    wins, losses = int((gaps > 0).sum()), int((gaps < 0).sum())
+    out.update(wins=wins, losses=losses, ties=int((gaps == 0).sum()))
+    out["sign_test_p"], out["sign_test_p_two_sided"] = sign_test(wins, losses)
+    t_rejects = bool(out["gap_low"] > 0 or out["gap_high"] < 0)
+    sign_rejects = bool(out["sign_test_p_two_sided"] < 1.0 - level)
+    if n < 2:
+        out["verdict"] = "single_pair"
+    elif t_rejects and sign_rejects and (out["gap"] > 0) == (wins > losses):
+        out["verdict"] = "higher" if out["gap"] > 0 else "lower"
+    else:
+        out["verdict"] = "mixed" if t_rejects or sign_rejects else "no_detectable_difference"
+    return out
+
+
+def pooled_mean_se(means, m2s, counts, dim):
+    r"""Mean, standard error of the mean and size of a sample given in blocks along ``dim``.
+
+    Each block b holds its mean :math:`\bar x_b`, its centred sum of squares
+    :math:`M_b = \sum (x - \bar x_b)^2` and its size :math:`n_b` (xarray objects); the
+    blocks combine exactly (Chan, Golub and LeVeque): :math:`\bar x = \sum n_b\bar x_b / n`,
+    :math:`M = \sum_b \bigl(M_b + n_b(\bar x_b - \bar x)^2\bigr)`, and the standard error is
+    :math:`\sqrt{M/(n-1)/n}`.  Returns ``(mean, se, n)``.
+    """
+    n = counts.sum(dim)
+    mean = (means * counts).sum(dim) / n
+    m2 = (m2s + counts * (means - mean) ** 2).sum(dim)
+    return mean, np.sqrt(m2 / (n - 1) / n), n
+
+
+def relative_drop(ref, final) -> tuple[float, float]:
+    r"""The relative drop :math:`q = (\text{ref} - \text{final})/\text{ref}` of a count and its
+    binomial standard error :math:`\sqrt{\max(q(1-q), 0)/\text{ref}}`.
+
+    The model: each of the ``ref`` items present at first is lost independently with
+    probability q (a count that grew has a negative drop and standard error 0).  Both are nan
+    when ``ref`` is 0 (nothing to lose).
+    """
+    if ref <= 0:
+        return float("nan"), float("nan")
+    drop = (ref - final) / ref
+    return drop, math.sqrt(max(drop * (1 - drop), 0.0) / ref)
+
+
+def difference_z(a, se_a, b, se_b) -> float:
+    r"""The difference of two independent estimates in standard errors,
+    :math:`(a - b)/\sqrt{\text{se}_a^2 + \text{se}_b^2}`; 0 when both standard errors are 0."""
+    se = math.hypot(se_a, se_b)
+    return (a - b) / se if se > 0 else 0.0

@@ -17,6 +17,15 @@ def use_style() -> None:
         "legend.frameon": False,
         "svg.fonttype": "none",
         "svg.hashsalt": "stochastic-transformers",
+        # Every text size of the book's figures is set here, once: figure code names none.
+        "font.size": 10,
+        "axes.titlesize": 10,
+        "axes.labelsize": 10,
+        "xtick.labelsize": 9,
+        "ytick.labelsize": 9,
+        "legend.fontsize": 8.5,
+        "legend.title_fontsize": 9,
+        "figure.titlesize": 11,
     })
 
 

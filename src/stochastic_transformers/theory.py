@@ -66,8 +66,9 @@ import numpy as np
 from numpy.polynomial import Chebyshev
 from scipy import integrate, optimize, special
 
-from ._validation import (ATTENTIONS, check_choice, check_int, check_int_array, check_real,
-                          check_real_array)
+from ._validation import (ATTENTIONS, BETA_MAX, EPSILON_MAX, SIGMA_MAX, check_choice,
+                          check_int, check_int_array, check_level, check_real,
+                          check_real_array, check_tol)
 
 __all__ = [
     "critical_beta",
@@ -83,6 +84,8 @@ __all__ = [
     "escape_probability",
     "stopping_angles",
     "hybrid_antipodal_probability",
+    "hybrid_step_size",
+    "hybrid_antipodal_rate",
 ]
 
 POLES = ("single", "antipodal")
@@ -94,7 +97,7 @@ POLES = ("single", "antipodal")
 #: fixed graded rule near 0 (:func:`_lower_rule`), whose panels resolve the sech feature
 #: of width :math:`\beta^{-1/2}` down to 2^-12 of the angle.  1e4 keeps both well inside
 #: their range; the coefficient functions above take any beta >= 0.
-SCALE_FUNCTION_BETA_MAX = 1.0e4
+SCALE_FUNCTION_BETA_MAX = BETA_MAX
 
 _LOG2 = math.log(2.0)
 
@@ -233,10 +236,10 @@ def atanh_coefficients(z, beta, d, attention="softmax", sigma=1.0, *, model="sto
     d : int or int array, >= 2
         Enters the stochastic drift only.
     attention : {"softmax", "unnormalized"}
-    sigma : float, > 0
+    sigma : float, > 0 and <= SIGMA_MAX (1e6)
         Value-matrix standard deviation (stochastic model only).
     model : {"stochastic", "hybrid"}
-    epsilon : float or array, >= 0
+    epsilon : float or array, 0 to EPSILON_MAX (1e6)
         Noise amplitude of the hybrid model (ignored by the stochastic model).
 
     Returns
@@ -247,9 +250,9 @@ def atanh_coefficients(z, beta, d, attention="softmax", sigma=1.0, *, model="sto
     beta = check_real_array("beta", beta, 0.0)
     d = check_int_array("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
     check_choice("model", model, OVERLAP_MODELS)
-    epsilon = check_real_array("epsilon", epsilon, 0.0)
+    epsilon = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
     mu, nu = _atanh_coefficients(z, beta, d, attention, sigma, model, epsilon)
     return _out(mu), _out(nu)
 
@@ -268,14 +271,14 @@ def overlap_drift(z, beta, d, attention="softmax", sigma=1.0):
     beta : float or array, >= 0
     d : int or int array, >= 2
     attention : {"softmax", "unnormalized"}
-    sigma : float, > 0
+    sigma : float, > 0 and <= SIGMA_MAX (1e6)
         Standard deviation of the entries of the value matrices.
     """
     z = check_real_array("z", z, -1.0, 1.0)
     beta = check_real_array("beta", beta, 0.0)
     d = check_int_array("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
     mu, nu = _atanh_coefficients(z, beta, d, attention, sigma)
     return _out(_overlap_drift_from_atanh(z, mu, nu))
 
@@ -291,7 +294,7 @@ def overlap_diffusion(z, beta, d, attention="softmax", sigma=1.0):
     beta = check_real_array("beta", beta, 0.0)
     d = check_int_array("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
     _, nu = _atanh_coefficients(z, beta, d, attention, sigma)
     return _out((1.0 - z * z) * nu + 0.0 * d)  # broadcast with d like the drift
 
@@ -308,9 +311,26 @@ def two_cluster_weights(z, beta, m1, m2, attention="softmax"):
     * unnormalised (:math:`N = m_1 + m_2`): :math:`p_1 = m_1 e^\beta / N`,
       :math:`q_1 = m_2 e^{\beta z} / N`, :math:`p_2 = m_2 e^\beta / N`, :math:`q_2 = m_1 e^{\beta z}/N`.
 
-    The softmax weights are computed from :math:`e^{\beta(z-1)}` so that no beta overflows.
+    The softmax weights are computed from :math:`e^{\beta(z-1)}` so that no beta overflows;
+    unnormalised weights need :math:`\beta \le 700` (:math:`e^\beta` stays finite).
+
+    Parameters
+    ----------
+    z : float or array in [-1, 1]
+    beta : float, >= 0 (<= 700 for unnormalised attention)
+    m1, m2 : int, >= 1
+        Numbers of tokens at the two points (a cluster of 0 tokens has no weights).
+    attention : {"softmax", "unnormalized"}
     """
-    z = np.asarray(z, dtype=float)
+    z = check_real_array("z", z, -1.0, 1.0)
+    check_choice("attention", attention, ATTENTIONS)
+    beta = check_real("beta", beta, 0.0, None if attention == "softmax" else 700.0)
+    return _two_cluster_weights(z, beta, check_int("m1", m1, 1), check_int("m2", m2, 1),
+                                attention)
+
+
+def _two_cluster_weights(z, beta, m1, m2, attention):
+    """:func:`two_cluster_weights` of checked arguments (``z`` a float array)."""
     if attention == "softmax":
         r = np.exp(beta * (z - 1.0))          # e^{beta z} / e^{beta}, in (0, 1]
         p1 = m1 / (m1 + m2 * r)
@@ -352,7 +372,7 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     m1, m2 : int, >= 1
         Numbers of tokens at the two points.
     attention : {"softmax", "unnormalized"}
-    sigma : float, > 0
+    sigma : float, > 0 and <= SIGMA_MAX (1e6)
 
     Returns
     -------
@@ -364,8 +384,8 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     m1 = check_int("m1", m1, 1)
     m2 = check_int("m2", m2, 1)
     check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
-    p1, q1, p2, q2 = two_cluster_weights(z, beta, m1, m2, attention)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
+    p1, q1, p2, q2 = _two_cluster_weights(z, beta, m1, m2, attention)
     a11 = p1 * p1 + q1 * q1 + 2.0 * p1 * q1 * z
     a22 = p2 * p2 + q2 * q2 + 2.0 * p2 * q2 * z
     a12 = (p1 * p2 + q1 * q2) * z + p1 * q2 + q1 * p2
@@ -388,7 +408,7 @@ def hybrid_overlap_drift(z, beta, epsilon, attention="unnormalized"):
     """
     z = check_real_array("z", z, -1.0, 1.0)
     beta = check_real_array("beta", beta, 0.0)
-    eps = check_real_array("epsilon", epsilon, 0.0)
+    eps = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
     check_choice("attention", attention, ATTENTIONS)
     mu, nu = _atanh_coefficients(z, beta, 2, attention, 1.0, "hybrid", eps)
     return _out(_overlap_drift_from_atanh(z, mu, nu))
@@ -402,7 +422,7 @@ def hybrid_overlap_diffusion(z, beta, epsilon, attention="unnormalized"):
     """
     z = check_real_array("z", z, -1.0, 1.0)
     beta = check_real_array("beta", beta, 0.0)
-    eps = check_real_array("epsilon", epsilon, 0.0)
+    eps = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
     check_choice("attention", attention, ATTENTIONS)
     _, nu = _atanh_coefficients(z, beta, 2, attention, 1.0, "hybrid", eps)
     return _out((1.0 - z * z) * nu)
@@ -900,13 +920,13 @@ def escape_probability(angle, beta, d, tol=1e-3, pole="single"):
     angle : float or array in [0, pi]
     beta : float, 0 <= beta <= SCALE_FUNCTION_BETA_MAX
     d : int >= 2
-    tol : float in (0, 1]
+    tol : float in (0, 1)
     pole : {"single", "antipodal"}
     """
     angle = check_real_array("angle", angle, 0.0, math.pi)
     beta = check_real("beta", beta, 0.0, SCALE_FUNCTION_BETA_MAX)
     d = check_int("d", d, 2)
-    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    tol = check_tol(tol)
     check_choice("pole", pole, POLES)
     cell = _Cell(beta, d)
     flat = np.atleast_1d(angle).ravel()
@@ -961,16 +981,14 @@ def stopping_angles(beta, d, tol=1e-3, level=1e-6, log=False):
     ----------
     beta : float, 0 <= beta <= SCALE_FUNCTION_BETA_MAX
     d : int >= 2
-    tol : float in (0, 1]
+    tol : float in (0, 1)
     level : float in (0, 1)
     log : bool
     """
     beta = check_real("beta", beta, 0.0, SCALE_FUNCTION_BETA_MAX)
     d = check_int("d", d, 2)
-    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
-    level = check_real("level", level, 0.0, 1.0, strict_min=True)
-    if level >= 1.0:
-        raise ValueError(f"level must be > 0.0 and < 1.0, got {level}")
+    tol = check_tol(tol)
+    level = check_level("level", level)
     cell = _Cell(beta, d)
     x_tol = math.log(_theta_tol(tol))
     lt = math.log(level)
@@ -1087,7 +1105,7 @@ def hybrid_antipodal_probability(beta, epsilon, d=3, z0=None, attention="unnorma
     Parameters
     ----------
     beta : float, 0 <= beta <= 700
-    epsilon : float, >= 0
+    epsilon : float, 0 to EPSILON_MAX (1e6)
     d : int >= 2
         Only used for ``z0=None`` (uniform initial tokens on :math:`S^{d-1}`); the
         hybrid overlap SDE does not depend on d.
@@ -1096,7 +1114,7 @@ def hybrid_antipodal_probability(beta, epsilon, d=3, z0=None, attention="unnorma
     attention : {"unnormalized", "softmax"}
     """
     beta = check_real("beta", beta, 0.0, 700.0)
-    eps = check_real("epsilon", epsilon, 0.0)
+    eps = check_real("epsilon", epsilon, 0.0, EPSILON_MAX)
     d = check_int("d", d, 2)
     check_choice("attention", attention, ATTENTIONS)
     if z0 is not None:
@@ -1117,3 +1135,78 @@ def hybrid_antipodal_probability(beta, epsilon, d=3, z0=None, attention="unnorma
             return float(out)
     out = np.where(z0 == -1.0, 1.0, np.where(z0 == 1.0, 0.0, out))
     return _out(out)
+
+
+# ------------------------------------------------------- the hybrid model: the discrete chain
+def hybrid_step_size(beta, epsilon, L):
+    r"""Random part of one step of the hybrid model near the antipodal pole,
+    :math:`\varepsilon e^\beta / (2\sqrt L)`.
+
+    With unnormalised attention and two tokens at overlap -1 the attention output of a
+    token is :math:`(e^\beta x_i + e^{-\beta} x_j)/2`, of norm about :math:`e^\beta/2`,
+    and the random factor of the residual is :math:`\varepsilon\xi/\sqrt L`.  Broadcasts
+    over its arguments (beta >= 0, epsilon >= 0, L > 0).
+    """
+    beta = check_real_array("beta", beta, 0.0, 700.0)
+    epsilon = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
+    L = check_real_array("L", L, 0.0, strict_min=True)
+    return _out(epsilon * np.exp(beta) / (2.0 * np.sqrt(L)))
+
+
+def _mean_log_abs_normal(r):
+    r""":math:`E\log|\xi - r|` for a standard normal :math:`\xi`, in closed form.
+
+    :math:`(\xi - r)^2` is noncentral chi-square with one degree of freedom, a Poisson
+    (mean :math:`r^2/2`) mixture of central ones with :math:`1 + 2K` degrees of freedom,
+    and :math:`E\log\chi^2_\nu = \log 2 + \psi(\nu/2)`; so the value is
+    :math:`\tfrac12(\log 2 + E\,\psi(\tfrac12 + K))`, summed over the Poisson weights
+    (normalised over the range summed, 40 standard deviations on each side).
+    """
+    from scipy.stats import poisson
+
+    lam = 0.5 * r * r
+    spread = 40.0 * math.sqrt(lam) + 40.0
+    k = np.arange(max(0, int(lam - spread)), int(lam + spread) + 1)
+    w = poisson.pmf(k, lam)
+    return 0.5 * (_LOG2 + float(np.sum(w * special.digamma(0.5 + k)) / np.sum(w)))
+
+
+def hybrid_antipodal_rate(beta, epsilon, L=None) -> float:
+    r"""Drift per unit time of :math:`X = \operatorname{atanh} Z` next to the antipodal pole,
+    in the hybrid model's limit (``L=None``) or its discrete chain at depth scale ``L``.
+
+    :math:`X = \log(|x_1 + x_2| / |x_1 - x_2|)`; negative values mean the pair approaches
+    -1.  In the limit, from Proposition 1's SDE by Ito's formula,
+    :math:`e^{-\beta} - \varepsilon^2/2` (the drift of :func:`atanh_coefficients` at
+    Z = -1; negative exactly above :func:`critical_epsilon`).  In the discrete chain a
+    layer multiplies :math:`|x_1 + x_2|` by :math:`|1 + w(a+b)|` and :math:`|x_1 - x_2|` by
+    :math:`|1 + w(a-b)|` (:math:`a = e^\beta/2`, :math:`b = e^{-\beta}/2` the unnormalised
+    attention weights at Z = -1, :math:`w = 1/L + \varepsilon\xi/\sqrt L`), so the drift
+    is exactly :math:`L\,E[\log|1 + w(a+b)| - \log|1 + w(a-b)|]`, in closed form here
+    (:func:`_mean_log_abs_normal`).  Expanding the logarithms (our computation),
+    :math:`L(\text{rate}_L - \text{rate}) \to -\tfrac12 + \tfrac14\varepsilon^2(3e^\beta +
+    e^{-3\beta}) - \tfrac38\varepsilon^4(e^{2\beta} + e^{-2\beta})` as :math:`L \to \infty`,
+    and the next orders carry higher powers of :math:`\varepsilon e^\beta`: a small step's
+    random part alone does not make the two rates agree.
+
+    Parameters
+    ----------
+    beta : float, 0 <= beta <= 700
+    epsilon : float, 0 to EPSILON_MAX (1e6)
+    L : float > 0, or None (the limit)
+    """
+    beta = check_real("beta", beta, 0.0, 700.0)
+    epsilon = check_real("epsilon", epsilon, 0.0, EPSILON_MAX)
+    if L is None:
+        return math.exp(-beta) - 0.5 * epsilon**2
+    L = check_real("L", L, 0.0, strict_min=True)
+    a, b = 0.5 * math.exp(beta), 0.5 * math.exp(-beta)
+    if epsilon == 0.0:
+        return L * (math.log1p((a + b) / L) - math.log1p((a - b) / L))
+    # log|1 + w c| = log(c h) + log|xi - r| with h = eps / sqrt(L), r = -(1 + c/L) / (c h)
+    h = epsilon / math.sqrt(L)
+    total = 0.0
+    for c, sign in ((a + b, 1.0), (a - b, -1.0)):
+        if c > 0.0:   # c = a - b = 0 at beta = 0: log|1 + 0| = 0
+            total += sign * (math.log(c * h) + _mean_log_abs_normal(-(1.0 + c / L) / (c * h)))
+    return L * total

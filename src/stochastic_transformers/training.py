@@ -78,7 +78,7 @@ from .vit import AttentionOnlyViT, ViTConfig, default_patch_size
 
 __all__ = ["DATASETS", "CIFAR10_FOLDER", "Data", "TrainConfig", "TrainResult", "load_data",
            "load_digits", "load_cifar10", "find_cifar10", "cifar10_help",
-           "learning_rate", "train", "evaluate"]
+           "learning_rate", "train", "evaluate", "training_flops"]
 
 DATASETS = ("digits", "digits-small", "cifar10")
 #: Training images per class of the "digits-small" task.
@@ -615,6 +615,36 @@ def _deterministic(device: str):
         torch.use_deterministic_algorithms(before)
 
 
+def _train_epoch(forward, optimizer, data: Data, cfg: TrainConfig, epoch: int, augment,
+                 steps: tuple[int, int, int], progress: bool) -> float:
+    """One epoch of optimisation; returns its mean training cross-entropy.  ``steps`` is
+    ``(steps per epoch, total steps, warm-up steps)`` of the learning-rate schedule."""
+    from tqdm import tqdm
+
+    steps_per_epoch, total_steps, warmup_steps = steps
+    device = torch.device(cfg.device)
+    step = epoch * steps_per_epoch
+    loss_sum = torch.zeros((), device=device)
+    seen = 0
+    batches = tqdm(_batches(data, cfg, epoch, augment), total=steps_per_epoch, leave=False,
+                   desc=f"epoch {epoch + 1}", unit="batch", disable=not progress,
+                   dynamic_ncols=True)
+    for x, y in batches:
+        x = data.prepare(x.to(device, non_blocking=True))
+        y = y.to(device, non_blocking=True)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, total_steps, warmup_steps, cfg.lr, cfg.min_lr)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
+            loss = F.cross_entropy(forward(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_sum += loss.detach() * len(y)
+        seen += len(y)
+        step += 1
+    return float(loss_sum) / seen
+
+
 def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch_end) -> TrainResult:
     if stop_after is not None:
         check_int("stop_after", stop_after, 0, cfg.epochs)
@@ -657,26 +687,9 @@ def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch
     t0 = time.perf_counter()
     model.train()
     for epoch in epochs_bar:
-        step = epoch * steps_per_epoch
-        loss_sum = torch.zeros((), device=device)
-        seen = 0
-        batches = tqdm(_batches(data, cfg, epoch, augment), total=steps_per_epoch, leave=False,
-                       desc=f"epoch {epoch + 1}", unit="batch", disable=not progress,
-                       dynamic_ncols=True)
-        for x, y in batches:
-            x = data.prepare(x.to(device, non_blocking=True))
-            y = y.to(device, non_blocking=True)
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, total_steps, warmup_steps, cfg.lr, cfg.min_lr)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp):
-                loss = F.cross_entropy(forward(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.detach() * len(y)
-            seen += len(y)
-            step += 1
-        history["loss"].append(float(loss_sum) / seen)
+        history["loss"].append(_train_epoch(forward, optimizer, data, cfg, epoch, augment,
+                                            (steps_per_epoch, total_steps, warmup_steps),
+                                            progress))
         history["val"].append(evaluate(forward, data, device, amp=cfg.amp))
         if not math.isfinite(history["loss"][-1]):
             warnings.warn(f"{label}: the training loss is not finite at epoch {epoch + 1}",
@@ -690,3 +703,20 @@ def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch
     model.to("cpu")
     return TrainResult(cfg, np.array(history["val"]), np.array(history["loss"]), model,
                        len(history["val"]), start_epoch, time.perf_counter() - t0)
+
+
+def training_flops(depth: int, width: int, patch_size: int, epochs: int, *,
+                   image_size: int = 32, n_images: int = 50_000) -> dict:
+    """Floating-point operations of one training run, counted from the network's shape.
+
+    Per layer and image, with ``n = (image_size / patch_size)^2 + 1`` tokens of width ``d``:
+    the query-key product and the value product cost ``2 n d^2`` multiply-adds each, the
+    scores and the weighted average ``n^2 d`` each; a multiply-add is 2 FLOP, and a training
+    step (forward and backward) about 3 forward passes.  The defaults are CIFAR-10's 32 x 32
+    images, 50,000 an epoch.  An estimate of the work, not a measurement of time.
+    """
+    tokens, d = (int(image_size) // int(patch_size)) ** 2 + 1, int(width)
+    per_layer = 2 * (2 * tokens * d * d + 2 * tokens * tokens * d)
+    forward = int(depth) * per_layer
+    return {"tokens": tokens, "forward_flops_per_image": float(forward),
+            "train_flops_per_run": float(3 * forward * n_images * int(epochs))}

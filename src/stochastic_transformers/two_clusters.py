@@ -38,7 +38,8 @@ import math
 import numpy as np
 
 from . import theory
-from ._validation import ATTENTIONS, check_choice, check_int, check_real, check_real_array
+from ._validation import (ATTENTIONS, SIGMA_MAX, check_choice, check_int, check_real,
+                          check_real_array, check_tol)
 from .kolmogorov import log_gap_grid, propagate_probability
 
 
@@ -48,7 +49,7 @@ def _check_split(beta, d, m1, m2, attention, sigma):
     m1 = check_int("m1", m1, 1)
     m2 = check_int("m2", m2, 1)
     attention = check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, strict_min=True)
+    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
     return beta, d, m1, m2, attention, sigma
 
 
@@ -188,12 +189,14 @@ def hovering_depth(beta, d, m1, m2, *, attention="softmax", tol=1e-3, quantiles=
     :math:`\alpha_1 - \alpha_2` at leading order, so the depth is proportional to
     :func:`hovering_scale` as it goes to 0.  Computed by quadrature on a uniform grid in
     :math:`\log v` (2,000 points a decade of... see the code: step 0.005 in log v).
+    ``quantiles`` are probabilities in [0, 1] (a scalar or an array).
     """
+    quantiles = check_real_array("quantiles", quantiles, 0.0, 1.0)
     beta, d, m1, m2, attention, _ = _check_split(beta, d, m1, m2, attention, 1.0)
     if m1 == m2:
         raise ValueError("a balanced split (m1 == m2) does not hover: it is the two-token "
                          "diffusion, attracted to -1 when beta > beta_c(d)")
-    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    tol = check_tol(tol)
     scale = hovering_scale(beta, m1, m2, attention=attention)
     if scale == 0.0:
         raise ValueError(f"(alpha1 - alpha2)^2 underflows at beta={beta}: the split hovers "
@@ -204,7 +207,7 @@ def hovering_depth(beta, d, m1, m2, *, attention="softmax", tol=1e-3, quantiles=
     w = np.exp(log_m - log_m.max())
     cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(y))])
     cdf /= cdf[-1]
-    return np.exp(np.interp(np.asarray(quantiles, dtype=float), cdf, y))
+    return np.exp(np.interp(quantiles, cdf, y))
 
 
 def _generator_y(y, beta, d, m1, m2, attention, sigma):
@@ -234,7 +237,7 @@ def _generator_y(y, beta, d, m1, m2, attention, sigma):
 
 def _check_persistence_args(beta, d, m1, m2, attention, sigma, tol, h, t):
     beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
-    tol = check_real("tol", tol, 0.0, 1.0, strict_min=True)
+    tol = check_tol(tol)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
     ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
     if ts.ndim != 1:
@@ -370,8 +373,9 @@ def frozen_hovering_quantile(d, lam, ell, quantiles=(0.5,)):
     This is the large-:math:`\beta` law of the hovering depth over
     :func:`hovering_scale` (:func:`hovering_depth` tends to it as the scale goes to 0).
     Computed by quadrature in :math:`\log Q` on :math:`[-40, 40 + 40\ell/|\lambda|]`
-    (200,001 points).
+    (200,001 points).  ``quantiles`` are probabilities in [0, 1].
     """
+    quantiles = check_real_array("quantiles", quantiles, 0.0, 1.0)
     d = check_int("d", d, 2)
     lam = check_real("lam", lam, None, 0.0, strict_max=True)
     ell = check_real("ell", ell, 0.0, strict_min=True)
@@ -382,4 +386,105 @@ def frozen_hovering_quantile(d, lam, ell, quantiles=(0.5,)):
     w = np.exp(log_w - log_w.max())
     cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(y))])
     cdf /= cdf[-1]
-    return np.exp(np.interp(np.asarray(quantiles, dtype=float), cdf, y))
+    return np.exp(np.interp(quantiles, cdf, y))
+
+
+def split_predictions(times, one_plus_z0, beta, d, m1, m2, *, attention="softmax", tol=1e-3):
+    r"""What the reduction predicts for the split (m1, m2) started at :math:`1 + Z_0` =
+    ``one_plus_z0``: ``(persistence, error, scale, depth)``.
+
+    ``persistence`` and ``error``: :func:`antipodal_persistence` at ``times`` (1-D);
+    ``scale``: :func:`hovering_scale`; ``depth``: the median of :func:`hovering_depth`, NaN
+    for a balanced split (it does not hover) or a scale that underflows to 0.
+    """
+    value, error = antipodal_persistence(times, np.array([one_plus_z0]), beta, d, m1, m2,
+                                         attention=attention, tol=tol)
+    scale = hovering_scale(beta, m1, m2, attention=attention)
+    depth = float("nan")
+    if m1 != m2 and scale > 0:
+        depth = float(hovering_depth(beta, d, m1, m2, attention=attention, tol=tol)[0])
+    return value[:, 0], error[:, 0], scale, depth
+
+
+# ---------------------------------------------------------------------- the chapter's numbers
+#: The unbalanced splits and the softmax betas of the hovering statements of the chapter
+#: "Many tokens" (section "Two clusters, exactly"), evaluated by :func:`chapter_numbers`.
+CHAPTER_SPLITS = ((1, 2), (1, 3), (2, 3))
+CHAPTER_BETAS = (1.0, 2.0, 3.0, 4.0, 5.0)
+#: From this beta on the chapter says the hovering depth is set by (alpha1 - alpha2)^2.
+DEEP_BETA = 3.0
+#: The large-beta limit of the balanced-like part is evaluated here (e^{-2 beta} ~ 4e-11).
+LARGE_BETA = 12.0
+#: The grid on which the exponent of log(1 - Z) at +1 (:func:`boundaries`) is compared
+#: with -(d - 1) a12(1), both attentions.
+PLUS_ONE_GRID = {"d": (2, 3, 4, 6, 10, 20, 50), "m1": (1, 2, 3, 5, 10, 30, 99),
+                 "m2": (1, 2, 5, 30, 99), "beta": (0.0, 0.5, 2.0, 8.0, 15.0)}
+
+
+def hovering_ranges(betas, splits, d, tol=1e-3) -> dict:
+    r"""Ranges over softmax ``betas`` and unbalanced ``splits`` of the hovering quantities.
+
+    ``scale_min``, ``scale_max``: :math:`(\alpha_1-\alpha_2)^2` (:func:`hovering_scale`);
+    ``ratio_min``, ``ratio_max``: the speed-measure median below ``-1 + tol`` over it
+    (:func:`hovering_depth`); ``two_lam_over_ell`` (the mean), ``_min`` and ``_max``:
+    :math:`2|\lambda|/\ell` (:func:`balanced_like_exponent`).
+    """
+    scales, ratios, rates = [], [], []
+    for beta in betas:
+        for m1, m2 in splits:
+            scale = hovering_scale(beta, m1, m2)
+            scales.append(scale)
+            ratios.append(float(hovering_depth(beta, d, m1, m2, tol=tol)[0]) / scale)
+            lam, ell = balanced_like_exponent(beta, d, m1, m2)
+            rates.append(2.0 * abs(lam) / ell)
+    return {"scale_min": min(scales), "scale_max": max(scales), "ratio_min": min(ratios),
+            "ratio_max": max(ratios), "two_lam_over_ell": float(np.mean(rates)),
+            "two_lam_over_ell_min": min(rates), "two_lam_over_ell_max": max(rates)}
+
+
+def plus_one_exponent_error(grid=PLUS_ONE_GRID) -> tuple[float, int]:
+    r"""``(largest relative error, cases)``: the exponent of :math:`\log(1 - Z)` at +1 that
+    :func:`boundaries` computes numerically, against :math:`-(d-1)a_{12}(1)`
+    (:math:`a_{12}(1) = 1` with softmax, :math:`e^{2\beta}` unnormalised), over every
+    combination of ``grid``'s ``d``, ``m1``, ``m2`` and ``beta`` and both attentions."""
+    import itertools
+
+    worst, cases = 0.0, 0
+    for attention in ATTENTIONS:
+        for d, m1, m2, beta in itertools.product(grid["d"], grid["m1"], grid["m2"], grid["beta"]):
+            got = boundaries(beta, d, m1, m2, attention=attention)["single_exponent"]
+            a12 = 1.0 if attention == "softmax" else math.exp(2.0 * beta)
+            worst = max(worst, abs(got / (-(d - 1) * a12) - 1.0))
+            cases += 1
+    return worst, cases
+
+
+def chapter_numbers(d=4, tol=1e-3) -> dict:
+    r"""The chapter's numbers about the reduced diffusion, computed (about a second).
+
+    ``per_beta[beta]``: :func:`hovering_ranges` over :data:`CHAPTER_SPLITS` at each beta of
+    :data:`CHAPTER_BETAS`; ``shallow`` and ``deep``: the same over the betas below
+    :data:`DEEP_BETA` and from it on.  ``large_beta``: :math:`\lambda`, :math:`\ell` and
+    :math:`2|\lambda|/\ell` at :data:`LARGE_BETA` (split 1 vs 3: their common large-beta
+    limit) and the median of the frozen law of :math:`Q = (1+Z)/(\alpha_1-\alpha_2)^2`
+    (:func:`frozen_hovering_quantile`).  ``plus_one``: :func:`plus_one_exponent_error` over
+    :data:`PLUS_ONE_GRID` (``max_rel_error``, ``n_cases``) and the grid's largest d, split
+    size and beta.
+    """
+    def ranges(betas):
+        return hovering_ranges(betas, CHAPTER_SPLITS, d, tol)
+
+    lam, ell = balanced_like_exponent(LARGE_BETA, d, 1, 3)
+    worst, cases = plus_one_exponent_error()
+    return {"d": int(d), "tol": float(tol),
+            "per_beta": {float(b): ranges([b]) for b in CHAPTER_BETAS},
+            "shallow": ranges([b for b in CHAPTER_BETAS if b < DEEP_BETA]),
+            "deep": {"beta_from": DEEP_BETA,
+                     **ranges([b for b in CHAPTER_BETAS if b >= DEEP_BETA])},
+            "large_beta": {"beta": LARGE_BETA, "lam": lam, "ell": ell,
+                           "two_lam_over_ell": 2.0 * abs(lam) / ell,
+                           "median_q": float(frozen_hovering_quantile(d, lam, ell)[0])},
+            "plus_one": {"max_rel_error": worst, "n_cases": cases,
+                         "d_max": max(PLUS_ONE_GRID["d"]),
+                         "m_max": max(PLUS_ONE_GRID["m1"] + PLUS_ONE_GRID["m2"]),
+                         "beta_max": max(PLUS_ONE_GRID["beta"])}}

@@ -1,139 +1,53 @@
-"""One module per figure or theorem of the book, all following one protocol.
+"""The figures of the book, one :class:`~.spec.Figure` each, grouped by source.
 
-Every figure module defines
-
-``ID``
-    its short name (``"fig3"``), used by ``reproduce`` and by the notebook;
-``DESCRIPTION``
-    one line for ``reproduce --list``;
-``SCALES``
-    a dict ``{"smoke": {...}, "quick": {...}, "paper": {...}}`` (in that order) of
-    the knobs of :func:`compute`;
-``KNOB_SCHEMA``
-    ``{knob: check}`` for the knobs that are the module's own, built from the check
-    factories of :mod:`.base` (``integer``, ``reals``, ``whole_layers``, ...).
-    :func:`.base.resolve_scale` applies the shared checks (:data:`.base.KNOB_CHECKS`,
-    for ``n_traj``, ``L``, ``T``, ``d``, ``betas``, ...) and then this schema to every
-    knob of the scale, overridden or not, before anything is computed, so that a bad
-    knob raises a ValueError naming it and its allowed range.  An entry for a shared knob
-    adds the figure's own restriction (``n_tokens >= 3``); a check may relate a knob to
-    those before it (``t_min <= T``).  Every knob of every scale has a check (Figure 2's
-    training fields are checked by its training configuration);
-``cell(**params, seed)`` and ``CELL_VERSION``
-    for a figure computed as a sweep (all but Figures 1, 2 and the overlap page): the
-    module-level function :func:`stochastic_transformers.sweep.run_sweep` runs on each
-    point, and the version of its outputs.  :func:`.base.figure_sweep` runs it under the
-    name ``ID-scale`` (``ID-scale-part`` for a further sweep) with the scale's default
-    scheduler.  The sweep folds ``ID`` and ``CELL_VERSION`` into every cache key, so
-    bumping ``CELL_VERSION`` whenever ``cell`` returns other outputs or other numbers for
-    the same arguments invalidates that figure's cached cells and no other's; a cached
-    cell whose output names no longer match is recomputed even without a bump;
-``cost(scale, ds=None) -> float``, ``work(knobs)`` and ``SECONDS_PER_WORK``
-    for a sweep: the projected seconds of simulation (summed over cells, i.e.
-    core-seconds) of a run at ``scale``.  ``work(knobs)`` counts the figure's unit of
-    work (trajectory-layers for most) for a scale's knobs; ``SECONDS_PER_WORK`` is the
-    rate measured on the project's machine (where, is documented beside it).  ``cost``
-    is :func:`.base.cost_function` of the module: with a computed dataset ``ds`` the rate
-    is that run's measured cell time per unit of work (:func:`.base.measured`, which
-    counts trajectory-layers unless the module declares ``measured_work(ds) ->
-    (seconds, work)``).  A richer breakdown, where a notebook quotes one, has its own
-    name (``cost_report``, ``cost_by_law``);
-``compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides)``
-    runs the simulations and returns an :class:`xarray.Dataset` (the ``overrides``
-    replace individual knobs of the scale; an unknown or invalid knob raises a
-    ValueError naming it before anything is computed).  A sweep module turns the raw
-    sweep output into that dataset in a private ``_finish(raw, scale, *, ...)``: the
-    sweep's dataset first, the scale second, and whatever else it needs (the checked
-    knobs, further sweeps) keyword-only.  A knob that the sweep held fixed is recorded
-    once, as the attribute ``fixed_<knob>`` that the sweep writes, and read with
-    :func:`.base.knob_attr` (which also reads the plain name of older files);
-``summary(ds) -> dict``
-    every number and verdict the notebook's prose quotes, thresholds included;
-``plot(ds)``
-    draws the figure from that dataset and returns a ``matplotlib`` figure.
-
-The notebooks and :func:`reproduce` call these functions, so no figure logic lives
-only in a notebook: a notebook shows ``obtain(module, scale, ...)`` (:func:`.base.obtain`:
-the committed paper-scale result, or a fresh run).  The statistics the figures use are in
-:mod:`stochastic_transformers.stats`.  ``tests/test_figure_protocol.py`` checks every
-registered module against this list.
+A figure module (in :mod:`.paper`, :mod:`.followup` or :mod:`.ours`) holds its settings
+(``SCALES``), its sweep cell, ``summary`` and ``plot``, and declares them once as
+``FIGURE``; the protocol is :class:`.spec.Figure`, and ``CONTRIBUTING.md`` says how to add
+one (Figure 3, :mod:`.paper.fig3`, is the worked example).  :data:`FIGURES` is the
+registry, in the book's order; ``reproduce ID`` and the notebooks find a figure there.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-#: figure id -> module name inside this package; the order is the book's order.
-REGISTRY: dict[str, str] = {
-    "fig1": "fig1",
-    "fig2": "fig2",
-    "overlap": "overlap",
-    "fig3": "fig3",
-    "fig4": "fig4",
-    "fig6": "fig6",
-    "fig7": "fig7",
-    "clusters": "clusters",
-    "fig8": "fig8",
-    "fig9": "fig9",
-    "ff_pairs": "ff_pairs",
-    "ff_threshold": "ff_threshold",
-    "ff_tokens": "ff_tokens",
-    "thm1": "thm1",
-    "universality": "universality",
-    "homog_regimes": "homog_regimes",
-    "homog_meet": "homog_meet",
-    "homog_logistic": "homog_logistic",
-    "homog_simplex": "homog_simplex",
-    "homog_limits": "homog_limits",
-    "homog_rate": "homog_rate",
-    "homog_noise": "homog_noise",
-    "homog_scaling": "homog_scaling",
-    "homog_laws": "homog_laws",
-}
+from .._validation import SCALE_NAMES, check_choice
+from .followup import (homog_laws, homog_limits, homog_logistic, homog_meet, homog_noise,
+                       homog_rate, homog_regimes, homog_scaling, homog_simplex)
+from .base import load_committed
+from .knobs import parse_settings
+from .ours import clusters, ff_pairs, ff_threshold, ff_tokens
+from .paper import fig1, fig2, fig3, fig4, fig6, fig7, fig8, fig9, overlap, thm1, universality
+from .spec import Figure
 
-from .._validation import SCALE_NAMES  # noqa: E402  (re-exported)
-from .base import load_committed, obtain  # noqa: E402,F401  (what the notebooks use)
+__all__ = ["FIGURES", "Figure", "SCALE_NAMES", "get", "load_committed", "obtain",
+           "parse_settings", "reproduce", "save_figure", "settings"]
+
+#: Every figure by id, in the book's order.
+FIGURES: dict[str, Figure] = {module.FIGURE.id: module.FIGURE for module in (
+    fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, fig8, fig9,
+    ff_pairs, ff_threshold, ff_tokens, thm1, universality,
+    homog_regimes, homog_meet, homog_logistic, homog_simplex, homog_limits, homog_rate,
+    homog_noise, homog_scaling, homog_laws)}
 
 
-def available() -> dict[str, object]:
-    """Return ``{id: module}`` for every figure module that is implemented."""
-    found = {}
-    for fig_id, name in REGISTRY.items():
-        try:
-            found[fig_id] = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{name}":
-                raise
-    return found
+def get(fig_id: str) -> Figure:
+    """The figure ``fig_id``, or a ValueError listing the ids."""
+    if isinstance(fig_id, Figure):
+        return fig_id
+    if fig_id not in FIGURES:
+        raise ValueError(f"figure id must be one of {', '.join(FIGURES)}; got {fig_id!r}")
+    return FIGURES[fig_id]
 
 
-def get(fig_id: str):
-    """Return the module of figure ``fig_id`` or raise a ValueError listing the ids."""
-    figures = available()
-    if fig_id not in figures:
-        raise ValueError(f"figure id must be one of {', '.join(figures)}; got {fig_id!r}")
-    return figures[fig_id]
+def obtain(figure, scale: str, **options):
+    """:meth:`.spec.Figure.obtain` of ``figure`` (a Figure, its module or its id)."""
+    return get(getattr(figure, "FIGURE", figure)).obtain(scale, **options)
 
 
-def knobs(fig_id: str, scale: str) -> dict:
-    """Every knob of figure ``fig_id`` at ``scale`` with its value: what ``--set`` accepts.
-
-    A module may define ``KNOBS`` (defaults of knobs that no scale sets); the scale's
-    values take precedence.
-    """
-    from .._validation import check_choice
-
-    check_choice("scale", scale, SCALE_NAMES)
-    module = get(fig_id)
-    return {**getattr(module, "KNOBS", {}), **module.SCALES[scale]}
-
-
-def parse_settings(settings, defaults: dict) -> dict:
-    """``["key=value", ...]`` typed after ``defaults`` (see :func:`.base.parse_knob`)."""
-    from .base import parse_settings as _parse
-
-    return _parse(settings, defaults)
+def settings(fig_id: str, scale: str) -> dict:
+    """Every knob of figure ``fig_id`` at ``scale`` with its value: what ``--set`` accepts."""
+    return get(fig_id).settings(scale)
 
 
 def save_figure(fig, out_dir, fig_id: str) -> list[Path]:
@@ -164,26 +78,25 @@ def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
     """
     import time
 
-    from ..io import load_average, write_netcdf
+    from ..io import load_average, writable_folder, write_netcdf
     from ..style import use_style
 
-    module = get(fig_id)
+    figure = get(fig_id)
+    check_choice("scale", scale, SCALE_NAMES)
+    figure.knobs(scale, overrides)
+    # The output folder is checked before the compute: an unwritable one must not cost a run.
+    out = writable_folder(out, "out")
     load_start = load_average()
     start = time.perf_counter()
-    ds = module.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
+    ds = figure.compute(scale, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
                         **overrides)
     elapsed = time.perf_counter() - start
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    if ds is not None:
-        ds.attrs["overrides"] = "; ".join(f"{k}={v!r}" for k, v in overrides.items()) or "none"
-        ds.attrs.setdefault("wall_time_s", elapsed)
-        for key, value in (("load_average_start", load_start),
-                           ("load_average_end", load_average())):
-            if value is not None:
-                ds.attrs[key] = value
-        write_netcdf(ds, out / f"{fig_id}.nc")
+    ds.attrs["overrides"] = "; ".join(f"{k}={v!r}" for k, v in overrides.items()) or "none"
+    ds.attrs.setdefault("wall_time_s", elapsed)
+    for key, value in (("load_average_start", load_start), ("load_average_end", load_average())):
+        if value is not None:
+            ds.attrs[key] = value
+    write_netcdf(ds, out / f"{fig_id}.nc")
     use_style()
-    fig = module.plot(ds)
-    save_figure(fig, out, fig_id)
+    save_figure(figure.plot(ds), out, fig_id)
     return ds

@@ -1,31 +1,27 @@
 r"""The map of limits of the non-centred random-attention model (the follow-up's Figure 1), measured.
 
-Weights with a mean give the chain a drift: with :math:`E V = \bar V`, :math:`E A = \bar A`
-the mean attention field :math:`F` (:mod:`stochastic_transformers.limits`) moves the tokens
-at speed one on the clock :math:`t = \eta\ell`, while the fluctuations add a common noise of
-variance :math:`\alpha = \eta\sigma^2/H` per unit time.  With :math:`\eta = L^{-\gamma}` and
-the noise scaled so that :math:`t_L\alpha = L^{\nu}` (:math:`t_L = \eta L`, so
-:math:`\sigma^2 = L^{\nu - 1 + 2\gamma}`), the follow-up's corollaries put the limit of the
-chain at the ballistic ODE I for :math:`\gamma > 1/2, \nu < 0`, at the modified ODE II for
-:math:`1/3 < \gamma \le 1/2, \nu < 0`, at the SDE for :math:`\nu = 0` and in noise domination
-for :math:`\nu > 0` (:func:`expected_label`; the map in these coordinates is our reading of
-their scalings).
+Weights with a mean give the chain a drift, the mean attention field, on the clock
+:math:`t = \eta\ell`, while their fluctuations add a common noise of variance
+:math:`\alpha = \eta\sigma^2/H` per unit time (:mod:`stochastic_transformers.limits`).  With
+:math:`\eta = L^{-\gamma}` and the noise scaled so that :math:`t_L\alpha = L^{\nu}`
+(:math:`t_L = \eta L`, so :math:`\sigma^2 = L^{\nu - 1 + 2\gamma}`), the follow-up's corollaries
+put the limit at ODE I, ODE II, the SDE or noise domination
+(:func:`~stochastic_transformers.limits.expected_limit`: our reading of their map).
 
-The model here: d = 3, four tokens from a fixed seed in the upper hemisphere, one head,
-:math:`\bar A = I` exactly (:math:`\sigma_{qk} = 0`, so F is exact), and
-:math:`\bar V = vI + wJ` with J the rotation generator of the first two coordinates: the
-tokens gather (v) while the group turns about the third axis (w).  The turning makes the
+The model is the turning group (:func:`~stochastic_transformers.limits.turning_group`: four
+tokens in d = 3 that gather while they turn about the third axis); the turning makes the
 :math:`O(\eta)` corrections accumulate along the orbit, which is what separates ODE I from
-ODE II.  The observable is :math:`\varphi(X) = \frac1N\sum_i\langle x_i, e_1\rangle`, which
-sees that phase; the weak distance of a candidate is :math:`\sup_t |E\varphi(X^\eta_t) -
-E\varphi(Y_t)|` over the recorded times of :math:`[0, t_L]` (the follow-up's Theorem 1
-bounds this sup), with the standard error at the maximising time.
+ODE II, and the observable :math:`\varphi` (:func:`~stochastic_transformers.limits.phase`)
+sees that phase.  The weak distance of a candidate is
+:math:`\sup_t |E\varphi(X^\eta_t) - E\varphi(Y_t)|` over the recorded times of
+:math:`[0, t_L]` (the follow-up's Theorem 1 bounds this sup), with the standard error at the
+maximising time.
 
 A candidate *fits* a cell when its distance at the deepest L is within :data:`Z_FIT`
 standard errors of 0 or falls with L (the slope of log distance against log L below
--:data:`SLOPE_MIN` by :data:`Z_SLOPE` standard errors); the cell's label is the first fitting one of ODE I,
-ODE II (our form), SDE.  The follow-up's printed ODE II, :math:`b - \frac\eta2\nabla_b b`, is
-measured beside ours.
+-:data:`SLOPE_MIN` by :data:`Z_SLOPE` standard errors); the cell's label is the first fitting
+one of ODE I, ODE II (our form), SDE.  The follow-up's printed ODE II,
+:math:`b - \frac\eta2\nabla_b b`, is measured beside ours.
 """
 
 from __future__ import annotations
@@ -34,21 +30,20 @@ import math
 
 import numpy as np
 
-from .. import simulate
-from ..config import ModelConfig, RunConfig
-from ..limits import ode_path, sde_paths
-from ..stats import log_log_slope
-from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
-                   reals, resolve_scale)
-
-ID = "homog_limits"
-CELL_VERSION = "1"
-DESCRIPTION = ("non-centred random attention: the map of limits (ODE I, ODE II, SDE) as eta = "
-               "L^-gamma and the noise t_L alpha = L^nu vary, measured against each candidate")
+from ... import simulate
+from ...config import RunConfig
+from ...limits import (expected_limit, ode_path, phase, sde_paths, turning_group,
+                       upper_hemisphere_tokens)
+from ...stats import log_log_slope
+from ..base import cell_threads, laid_out
+from ..knobs import integer, integers, real, reals
+from ..spec import Figure
 
 #: The candidates, in the order a label is chosen (the simplest first).
 CANDIDATES = ("ode1", "ode2", "sde")
-LABELS = {"ode1": "ODE I", "ode2": "ODE II", "sde": "SDE", "none": "none"}
+#: The candidates and the follow-up's ODE II as printed: each gets a distance and a trend.
+SCORED = (*CANDIDATES, "ode2_printed")
+LABELS = {"ode1": "ODE I", "ode2": "ODE II", "sde": "SDE", "none": "none", "noise": "noise"}
 
 _BASE = dict(d=3, n_tokens=4, beta=1.0, attract=0.5, turn=1.0, n_times=16, substeps=4,
              gammas=(0.3, 0.4, 0.5, 0.6, 0.75), nus=(-1.0, -0.5, 0.0, 0.5), seed=0)
@@ -57,17 +52,7 @@ SCALES = {
     "quick": dict(_BASE, Ls=(64, 256), n_traj=300),
     "paper": dict(_BASE, Ls=(64, 256, 1024), n_traj=2000),
 }
-KNOB_SCHEMA = {"gammas": reals(0.25, 1.0), "nus": reals(-2.0, 1.0), "d": integer(3, 16),
-               "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
-               "turn": real(-5.0, 5.0), "n_times": integer(2, 64), "substeps": integer(1, 64),
-               "Ls": integers(4, 1 << 14), "n_traj": integer(2)}
 
-
-def _check_segments(knobs):
-    bad = [L for L in knobs["Ls"] if L % knobs["n_times"]]
-    if bad:
-        raise ValueError(f"Ls must be multiples of n_times = {knobs['n_times']} (the chain runs "
-                         f"in n_times equal segments); got {bad}")
 #: A candidate fits when its distance at the deepest L is within this many standard errors.
 #: The distance is a sup over the 16 recorded times, compared with the s.e. at the maximising
 #: time: 3.8 is the Sidak level of a two-sided 3-sigma test (p = 0.0027) for 16 looks.
@@ -78,147 +63,97 @@ Z_FIT = 3.8
 Z_SLOPE = 2.0
 SLOPE_MIN = 0.1
 
-
-def start_tokens(n_tokens, d, seed=12345):
-    """The fixed initial tokens: Gaussian directions with a positive last coordinate."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n_tokens, d))
-    x[:, -1] = np.abs(x[:, -1]) + 0.5
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+#: Seconds per trajectory-layer of the chain, the SDE's substeps and the ODEs riding along
+#: (four tokens, d = 3), measured on the committed paper run (1,513 s of cell time; the
+#: numpy SDE scheme dominates).
+SECONDS_PER_WORK = 2.82e-5
 
 
-def mean_value_matrix(d, attract, turn):
-    r""":math:`\bar V = vI + wJ`, J turning the first two coordinates (as a tuple of tuples)."""
-    m = attract * np.eye(d)
-    m[0, 1], m[1, 0] = -turn, turn
-    return tuple(tuple(float(v) for v in row) for row in m)
-
-
-def cell_model(*, gamma, nu, L, d, beta, attract, turn):
-    """The cell's model: eta = L^-gamma and sigma^2 = L^(nu - 1 + 2 gamma) (t_L alpha = L^nu)."""
-    eta = float(L) ** (-gamma)
-    sigma = float(L) ** (0.5 * (nu - 1.0 + 2.0 * gamma))
-    return ModelConfig(d=d, beta=beta, kind="random_attention", eta=eta, sigma=sigma,
-                       sigma_qk=0.0, mean_qk=1.0, mean_v=mean_value_matrix(d, attract, turn))
-
-
-def _phi(x):
-    return x[..., 0].mean(axis=-1)
+def _check_segments(knobs):
+    bad = [L for L in knobs["Ls"] if L % knobs["n_times"]]
+    if bad:
+        raise ValueError(f"Ls must be multiples of n_times = {knobs['n_times']} (the chain runs "
+                         f"in n_times equal segments); got {bad}")
 
 
 def cell(*, gamma, nu, L, n_traj, d, n_tokens, beta, attract, turn, n_times, substeps, seed):
     """One (gamma, nu, L): E phi along the chain and along each candidate limit."""
-    model = cell_model(gamma=gamma, nu=nu, L=L, d=d, beta=beta, attract=attract, turn=turn)
-    eta = model.eta
-    x0 = start_tokens(n_tokens, d)
-    frac = np.linspace(0.0, 1.0, n_times + 1)
+    # eta = L^-gamma and sigma^2 = L^(nu - 1 + 2 gamma), so that t_L alpha = L^nu
+    eta = float(L) ** (-gamma)
+    model = turning_group(d, beta, attract, turn, eta=eta,
+                          sigma=float(L) ** (0.5 * (nu - 1.0 + 2.0 * gamma)))
+    x0 = upper_hemisphere_tokens(n_tokens, d)
     # phi needs the tokens, not only their Gram matrix: the chain runs in n_times segments
     # of L / n_times layers, each from where the last stopped, on its own seed.
     x = np.broadcast_to(x0, (n_traj, n_tokens, d)).copy()
     phi = np.empty((n_traj, n_times + 1))
-    phi[:, 0] = _phi(x)
+    phi[:, 0] = phase(x)
     for k in range(n_times):
         ds = simulate(model, RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L // n_times, T=1.0,
                                        seed=seed + 1000 * (k + 1), x0=x,
                                        n_threads=cell_threads()))
         x = ds.tokens.values
-        phi[:, k + 1] = _phi(x)
-    t = frac * eta * L
-    sde = _phi(sde_paths(x0, model, eta, t, n_traj, substeps=substeps, seed=seed + 1))
-    out = {"chain": phi.mean(axis=0), "chain_se": phi.std(axis=0, ddof=1) / math.sqrt(n_traj),
-           "sde": sde.mean(axis=1), "sde_se": sde.std(axis=1, ddof=1) / math.sqrt(n_traj),
-           "ode1": _phi(ode_path(x0, model, t)),
-           "ode2": _phi(ode_path(x0, model, t, eta=eta)),
-           "ode2_printed": _phi(ode_path(x0, model, t, eta=eta, form="printed")),
-           "eta": eta, "t_L": eta * L, "sigma": model.sigma,
-           "noise_clock": eta * L * eta * model.sigma ** 2, "n_traj": n_traj}
-    return out
+        phi[:, k + 1] = phase(x)
+    t = np.linspace(0.0, 1.0, n_times + 1) * eta * L
+    sde = phase(sde_paths(x0, model, eta, t, n_traj, substeps=substeps, seed=seed + 1))
+    return {"chain": phi.mean(axis=0), "chain_se": phi.std(axis=0, ddof=1) / math.sqrt(n_traj),
+            "sde": sde.mean(axis=1), "sde_se": sde.std(axis=1, ddof=1) / math.sqrt(n_traj),
+            "ode1": phase(ode_path(x0, model, t)),
+            "ode2": phase(ode_path(x0, model, t, eta=eta)),
+            "ode2_printed": phase(ode_path(x0, model, t, eta=eta, form="printed")),
+            "eta": eta, "t_L": eta * L, "sigma": model.sigma,
+            "noise_clock": eta * L * eta * model.sigma ** 2, "n_traj": n_traj}
 
 
-
-def expected_label(gamma, nu):
-    """The limit the follow-up's corollaries give for eta = L^-gamma and t_L alpha = L^nu (our
-    reading of their map): ODE I, ODE II, SDE, noise (nu > 0) or none (gamma <= 1/3, nu < 0:
-    beyond the modified equation)."""
-    if nu > 0:
-        return "noise"
-    if nu == 0:
-        return "sde"
-    if gamma > 0.5:
-        return "ode1"
-    return "ode2" if gamma > 1.0 / 3.0 else "none"
-
-
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (gamma, nu, L) sweep and score every candidate in every cell."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    _check_segments(knobs)
-    grid = {"gamma": list(knobs["gammas"]), "nu": list(knobs["nus"]), "L": list(knobs["Ls"])}
-    fixed = {k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract", "turn",
-                                   "n_times", "substeps")}
+def run(knobs, sweeps):
+    """The (gamma, nu, L) sweep, every candidate scored in every (gamma, nu) cell."""
     series = ("chain", "chain_se", "sde", "sde_se", "ode1", "ode2", "ode2_printed")
-    frac = np.linspace(0.0, 1.0, knobs["n_times"] + 1)
-    ds = figure_sweep(__name__, scale, grid, fixed=fixed, seed=knobs["seed"],
-                      scheduler=scheduler, cache_dir=cache_dir, progress=progress,
-                      output_dims={k: ("fraction",) for k in series},
-                      output_coords={"fraction": frac})
-    return _finish(ds, scale)
+    ds = sweeps({"gamma": list(knobs["gammas"]), "nu": list(knobs["nus"]),
+                 "L": list(knobs["Ls"])},
+                fixed={k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract",
+                                             "turn", "n_times", "substeps")},
+                seed=knobs["seed"], output_dims={k: ("fraction",) for k in series},
+                output_coords={"fraction": np.linspace(0.0, 1.0, knobs["n_times"] + 1)})
+    return _scored(ds)
 
 
 def _distance(ds, candidate):
     """sup over the recorded times of |E phi(chain) - E phi(candidate)| and its s.e. there."""
     gap = np.abs(ds.chain - ds[candidate])
-    se = ds.chain_se ** 2
-    if candidate == "sde":
-        se = se + ds.sde_se ** 2
-    se = np.sqrt(se)
+    se = np.sqrt(ds.chain_se ** 2 + (ds.sde_se ** 2 if candidate == "sde" else 0.0))
     at = gap.fillna(-1.0).argmax("fraction")
     return gap.isel(fraction=at), se.isel(fraction=at)
 
 
-def _log_slope(L, dist, se):
-    """Weighted slope of log distance against log L, and its s.e. (:func:`.stats.log_log_slope`;
-    a zero distance is floored at 1e-300)."""
+def _trend(L, dist, se):
+    """(slope of log distance in log L, its s.e., whether the candidate fits); 0 is 1e-300."""
     slope, slope_se, _ = log_log_slope(L, np.maximum(dist, 1e-300), np.maximum(se, 1e-300))
-    return slope, slope_se
+    return slope, slope_se, dist[-1] <= Z_FIT * se[-1] or slope + Z_SLOPE * slope_se < -SLOPE_MIN
 
 
-def _finish(ds, scale):
+def _scored(ds):
     """Distances to each candidate, their trends in L, the fits and the labels."""
-    for c in (*CANDIDATES, "ode2_printed"):
-        dist, se = _distance(ds, c)
-        ds[f"dist_{c}"], ds[f"dist_{c}_se"] = dist, se
+    for c in SCORED:
+        ds[f"dist_{c}"], ds[f"dist_{c}_se"] = _distance(ds, c)
     gammas, nus = ds.gamma.values, ds.nu.values
-    shape = (gammas.size, nus.size)
-    slope = {c: np.empty(shape) for c in (*CANDIDATES, "ode2_printed")}
-    slope_se = {c: np.empty(shape) for c in slope}
-    fits = {c: np.zeros(shape, bool) for c in slope}
-    label = np.empty(shape, dtype=object)
-    expected = np.empty(shape, dtype=object)
+    trends = {c: np.empty((3, gammas.size, nus.size)) for c in SCORED}  # slope, s.e., fits
     for a, g in enumerate(gammas):
         for b, nu in enumerate(nus):
             sub = ds.sel(gamma=g, nu=nu)
-            for c in slope:
-                dist, se = sub[f"dist_{c}"].values, sub[f"dist_{c}_se"].values
-                s, sse = _log_slope(sub.L.values, dist, se)
-                slope[c][a, b], slope_se[c][a, b] = s, sse
-                fits[c][a, b] = bool(dist[-1] <= Z_FIT * se[-1] or s + Z_SLOPE * sse < -SLOPE_MIN)
-            label[a, b] = next((c for c in CANDIDATES if fits[c][a, b]), "none")
-            expected[a, b] = expected_label(float(g), float(nu))
-    for c in slope:
-        ds[f"slope_{c}"] = (("gamma", "nu"), slope[c])
-        ds[f"slope_{c}_se"] = (("gamma", "nu"), slope_se[c])
-        ds[f"fits_{c}"] = (("gamma", "nu"), fits[c])
-    ds["label"] = (("gamma", "nu"), label.astype(str))
-    ds["expected"] = (("gamma", "nu"), expected.astype(str))
-    ds.attrs.update(scale=scale, figure=ID, z_fit=Z_FIT, z_slope=Z_SLOPE, slope_min=SLOPE_MIN)
+            for c in SCORED:
+                trends[c][:, a, b] = _trend(sub.L.values, sub[f"dist_{c}"].values,
+                                            sub[f"dist_{c}_se"].values)
+    for c, (slope, slope_se, fits) in trends.items():
+        ds[f"slope_{c}"] = (("gamma", "nu"), slope)
+        ds[f"slope_{c}_se"] = (("gamma", "nu"), slope_se)
+        ds[f"fits_{c}"] = (("gamma", "nu"), fits.astype(bool))
+    fits = np.stack([ds[f"fits_{c}"].values for c in CANDIDATES])
+    ds["label"] = (("gamma", "nu"), np.where(fits.any(axis=0),
+                                             np.array(CANDIDATES)[fits.argmax(axis=0)], "none"))
+    ds["expected"] = (("gamma", "nu"), np.array([[expected_limit(float(g), float(nu))
+                                                  for nu in nus] for g in gammas]))
+    ds.attrs.update(z_fit=Z_FIT, z_slope=Z_SLOPE, slope_min=SLOPE_MIN)
     return ds
-
-
-#: Seconds per trajectory-layer of the chain, the SDE's substeps and the ODEs riding along
-#: (four tokens, d = 3), measured on the committed paper run (1,513 s of cell time; the
-#: numpy SDE scheme dominates).
-SECONDS_PER_WORK = 2.82e-5
 
 
 def work(knobs) -> float:
@@ -228,52 +163,58 @@ def work(knobs) -> float:
 
 def measured_work(ds):
     """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    knobs = {"n_traj": int(ds.n_traj.max()), "Ls": [int(v) for v in ds.L.values],
-             "gammas": list(ds.gamma.values), "nus": list(ds.nu.values)}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
+    return float(ds.attrs["cell_time_s"]), work({"n_traj": int(ds.n_traj.max()), "Ls": ds.L.values,
+                                                 "gammas": ds.gamma, "nus": ds.nu})
 
 
-cost = cost_function(__name__)
+def _agrees(label, expected):
+    """Whether a label is the expected one (noise: when nothing simpler than the SDE fits)."""
+    return label == expected or (expected == "noise" and label in ("sde", "none"))
+
+
+def _cells(ds):
+    """One row per (gamma, nu) cell: its label, the expected one, whether they agree, and per
+    candidate the distance at the deepest L, its s.e. and the slope in L."""
+    deep = ds.isel(L=-1)
+    rows = []
+    for a, g in enumerate(ds.gamma.values):
+        for b, nu in enumerate(ds.nu.values):
+            lab, exp = str(ds.label.values[a, b]), str(ds.expected.values[a, b])
+            rows.append(dict(
+                gamma=float(g), nu=float(nu), label=lab, expected=exp, agree=_agrees(lab, exp),
+                **{k: float(deep[k].values[a, b]) for c in SCORED
+                   for k in (f"dist_{c}", f"dist_{c}_se", f"slope_{c}")}))
+    return rows
+
+
+def _printed_vs_ours(ds, cells):
+    """Over the cells where ODE II (ours) fits and nu < 0: their number, the largest distance
+    of each form at the deepest L, how many the printed form fits, and whether ODE I fits
+    every one of those."""
+    def fits(candidate, row):
+        return bool(ds[f"fits_{candidate}"].sel(gamma=row["gamma"], nu=row["nu"]))
+
+    drift = [r for r in cells if r["nu"] < 0 and fits("ode2", r)]
+    printed = [r for r in drift if fits("ode2_printed", r)]
+    return {"n_cells": len(drift),
+            "printed_fits_where_ode1_fits": all(fits("ode1", r) for r in printed),
+            "max_dist_ours": max((r["dist_ode2"] for r in drift), default=float("nan")),
+            "max_dist_printed": max((r["dist_ode2_printed"] for r in drift),
+                                    default=float("nan")),
+            "n_printed_fits": len(printed)}
 
 
 def summary(ds) -> dict:
     """The measured map against the follow-up's, and the two forms of ODE II.
 
-    ``agree``: cells whose measured label is the expected one (a noise-dominated cell,
-    expected ``noise``, agrees when nothing simpler than the SDE fits it: ``sde`` or
-    ``none``); ``disagree``: the others, each with its distances.  ``printed_vs_ours``:
-    over the cells where ODE II (ours) fits and nu < 0, the largest distance of each form at
-    the deepest L, and how many cells the printed form fits.
+    ``cells``: one row per cell (:func:`_cells`); ``agree``: cells whose measured label is the
+    expected one (a noise-dominated cell, expected ``noise``, agrees when nothing simpler
+    than the SDE fits it: ``sde`` or ``none``); ``disagree``: the other rows.
+    ``diffusive_worst``: the diffusive cell (nu = 0) whose SDE distance is the most standard
+    errors.  ``printed_vs_ours``: :func:`_printed_vs_ours`.
     """
-    gammas, nus = ds.gamma.values, ds.nu.values
-    deep = ds.isel(L=-1)
-    cells, disagree = [], []
-    for a, g in enumerate(gammas):
-        for b, nu in enumerate(nus):
-            lab, exp = str(ds.label.values[a, b]), str(ds.expected.values[a, b])
-            ok = lab == exp or (exp == "noise" and lab in ("sde", "none"))
-            row = dict(gamma=float(g), nu=float(nu), label=lab, expected=exp, agree=ok,
-                       **{f"dist_{c}": float(deep[f"dist_{c}"].values[a, b])
-                          for c in (*CANDIDATES, "ode2_printed")},
-                       **{f"dist_{c}_se": float(deep[f"dist_{c}_se"].values[a, b])
-                          for c in (*CANDIDATES, "ode2_printed")},
-                       **{f"slope_{c}": float(ds[f"slope_{c}"].values[a, b])
-                          for c in (*CANDIDATES, "ode2_printed")})
-            cells.append(row)
-            if not ok:
-                disagree.append(row)
-    drift_cells = [r for r in cells if r["nu"] < 0 and
-                   bool(ds.fits_ode2.sel(gamma=r["gamma"], nu=r["nu"]))]
-    printed_fit_cells = [r for r in drift_cells
-                         if bool(ds.fits_ode2_printed.sel(gamma=r["gamma"], nu=r["nu"]))]
-    printed = {"n_cells": len(drift_cells),
-               "printed_fits_where_ode1_fits": all(
-                   bool(ds.fits_ode1.sel(gamma=r["gamma"], nu=r["nu"])) for r in printed_fit_cells),
-               "max_dist_ours": max((r["dist_ode2"] for r in drift_cells), default=float("nan")),
-               "max_dist_printed": max((r["dist_ode2_printed"] for r in drift_cells),
-                                       default=float("nan")),
-               "n_printed_fits": int(sum(bool(ds.fits_ode2_printed.sel(gamma=r["gamma"], nu=r["nu"]))
-                                         for r in drift_cells))}
+    cells = _cells(ds)
+    disagree = [r for r in cells if not r["agree"]]
     definite = [r for r in cells if r["expected"] != "noise"]
     diffusive = [r for r in cells if r["expected"] == "sde"]
     worst = max(diffusive, key=lambda r: r["dist_sde"] / r["dist_sde_se"], default=None)
@@ -286,80 +227,138 @@ def summary(ds) -> dict:
                 gamma=worst["gamma"], z=worst["dist_sde"] / worst["dist_sde_se"],
                 slope=worst["slope_sde"], label=worst["label"]),
             "all_agree": not disagree, "disagree": disagree, "cells": cells,
-            "printed_vs_ours": printed, "L_max": int(ds.L.max()), "L_min": int(ds.L.min()),
-            "n_traj": int(ds.n_traj.max()), "z_fit": Z_FIT, "z_slope": Z_SLOPE,
-            "slope_min": SLOPE_MIN}
+            "printed_vs_ours": _printed_vs_ours(ds, cells), "L_max": int(ds.L.max()),
+            "L_min": int(ds.L.min()), "n_traj": int(ds.n_traj.max()), "z_fit": Z_FIT,
+            "z_slope": Z_SLOPE, "slope_min": SLOPE_MIN}
+
+
+def phrases(stats) -> dict:
+    """The page's words from :func:`summary`: ``disagree_text``, the cells where the measured
+    label is not the expected one; ``ode2_reading``, the step exponents at the quietest noise
+    where ODE II's distance falls faster than L^-SLOPE_MIN or grows; ``printed_fit_text``,
+    where the printed ODE II fits."""
+    quiet = min(r["nu"] for r in stats["cells"])
+    slopes = {r["gamma"]: r["slope_ode2"] for r in stats["cells"] if r["nu"] == quiet}
+    falling = [g for g, s in slopes.items() if s < -SLOPE_MIN]
+    rising = [g for g, s in slopes.items() if s > 0]
+    reading = (f"ODE II's falls for gamma from {min(falling):g} up" if falling
+               else "ODE II's falls for no gamma")
+    if rising:
+        reading += f" and grows at gamma = {', '.join(f'{g:g}' for g in rising)}"
+    disagree = "; ".join(f"gamma = {r['gamma']:g}, nu = {r['nu']:g}: measured "
+                         f"{LABELS[r['label']]}, expected {LABELS[r['expected']]}"
+                         for r in stats["disagree"])
+    printed = ("all cells where ODE I fits too, so that every O(eta) correction vanishes"
+               if stats["printed_vs_ours"]["printed_fits_where_ode1_fits"]
+               else "some where ODE I does not fit")
+    return {"disagree_text": disagree or "none", "ode2_reading": reading,
+            "printed_fit_text": printed}
+
+
+def worst_reading(stats) -> str:
+    """The page's sentence (Markdown) on the diffusive cell farthest from the SDE."""
+    w = stats["diffusive_worst"]
+    if w is None:
+        return ""
+    call = f"The closest call among the diffusive cells is $\\gamma$ = {w['gamma']:g}"
+    distance = f"the SDE's distance at the deepest $L$ is {w['z']:.1f} standard errors"
+    if w["gamma"] >= 1 / 3:
+        return f"{call}: {distance}."
+    return (f"{call}, below the follow-up's $1/3$: {distance} (the fit allows "
+            f"{stats['z_fit']:g}) and its slope in $L$ is {w['slope']:+.2f}, so it does not fall "
+            "with depth, as the second-order terms, of total size "
+            "$\\eta^2 t_L = L^{1-3\\gamma}$, would predict there (our reading).")
 
 
 _COLOURS = {"ode1": "#4c78a8", "ode2": "#72b7b2", "sde": "#f58518", "none": "#bab0ac"}
 
 
-def plot(ds):
-    """(a) the measured map over the follow-up's boundaries; (b) distances against depth."""
+def _draw_map(ax, ds):
+    """Each (gamma, nu) cell at equal spacing, coloured by its label, over the follow-up's
+    boundaries (placed by interpolating between the columns)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
-
-    from ..style import palette
-
     from matplotlib.transforms import blended_transform_factory
 
     gammas, nus = ds.gamma.values, ds.nu.values
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.8))
-    # cells at equal spacing; the boundaries are placed by interpolating between columns
-    col = np.arange(gammas.size, dtype=float)
-    row = np.arange(nus.size, dtype=float)
-    for a, g in enumerate(gammas):
-        for b, nu in enumerate(nus):
-            lab, exp = str(ds.label.values[a, b]), str(ds.expected.values[a, b])
-            ax.add_patch(plt.Rectangle((a - 0.45, b - 0.45), 0.9, 0.9, color=_COLOURS[lab],
-                                       alpha=0.9, lw=0, zorder=1))
-            ok = lab == exp or (exp == "noise" and lab in ("sde", "none"))
-            name = {"ode1": "ODE I", "ode2": "ODE II", "sde": "SDE"}.get(exp, exp)
-            ax.text(a, b, LABELS[lab] + ("" if ok else f"\n(expected {name})"), ha="center",
-                    va="center", fontsize=7, zorder=2)
-    below = row[nus < 0]
-    top_ode = float(below.max()) + 0.5 if below.size else -0.5
+    for (a, b), lab in np.ndenumerate(ds.label.values):
+        exp = str(ds.expected.values[a, b])
+        ax.add_patch(plt.Rectangle((a - 0.45, b - 0.45), 0.9, 0.9, color=_COLOURS[str(lab)],
+                                   alpha=0.9, lw=0, zorder=1))
+        note = "" if _agrees(str(lab), exp) else f"\n(expected {LABELS[exp]})"
+        ax.text(a, b, LABELS[str(lab)] + note, ha="center", va="center", zorder=2)
+    top_ode = float(np.flatnonzero(nus < 0).max()) + 0.5 if np.any(nus < 0) else -0.5
     for gx in (1 / 3, 0.5):
         if gammas.min() <= gx <= gammas.max():
             # a boundary on a grid value is drawn on that column's right edge (the regimes
             # are (1/3, 1/2] and (1/2, 1])
-            on_grid = np.isclose(gammas, gx)
-            x = float(col[on_grid][0] + 0.5) if on_grid.any() else float(np.interp(gx, gammas, col))
+            on_grid = np.flatnonzero(np.isclose(gammas, gx))
+            x = on_grid[0] + 0.5 if on_grid.size else np.interp(gx, gammas,
+                                                                np.arange(gammas.size))
             ax.plot([x, x], [-0.5, top_ode], color="k", lw=1.2, ls=":", zorder=3)
     if np.any(nus == 0):
-        b0 = float(row[nus == 0][0])
-        ax.add_patch(plt.Rectangle((-0.5, b0 - 0.5), gammas.size, 1.0, fill=False, ec="k",
-                                   lw=1.2, ls="--", zorder=3))
+        ax.add_patch(plt.Rectangle((-0.5, np.flatnonzero(nus == 0)[0] - 0.5), gammas.size, 1.0,
+                                   fill=False, ec="k", lw=1.2, ls="--", zorder=3))
     side = blended_transform_factory(ax.transAxes, ax.transData)
     for b, nu in enumerate(nus):
-        regime = ("ODE" if nu < 0 else "diffusive" if nu == 0 else "noise\ndominates")
-        ax.text(1.01, b, regime, transform=side, fontsize=7, va="center")
+        regime = "ODE" if nu < 0 else "diffusive" if nu == 0 else "noise\ndominates"
+        ax.text(1.01, b, regime, transform=side, va="center")
     ax.set(xlim=(-0.5, gammas.size - 0.5), ylim=(-0.5, nus.size - 0.5),
-           xticks=col, xticklabels=[f"{g:g}" for g in gammas], yticks=row,
-           yticklabels=[f"{n:g}" for n in nus],
+           xticks=np.arange(gammas.size), xticklabels=[f"{g:g}" for g in gammas],
+           yticks=np.arange(nus.size), yticklabels=[f"{n:g}" for n in nus],
            xlabel=r"step exponent $\gamma$  ($\eta = L^{-\gamma}$)",
            ylabel=r"noise exponent $\nu$  ($t_L\alpha = L^{\nu}$)",
            title=f"measured limit, L = {int(ds.L.min())} to {int(ds.L.max())}\n"
                  r"(dotted: $\gamma$ = 1/3 and 1/2; dashed: $t_L\alpha = \Theta(1)$)")
     ax.legend(handles=[Patch(color=_COLOURS[c], label=LABELS[c]) for c in _COLOURS],
-              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
-              title="first fitting candidate", title_fontsize=7)
-    colours = palette(gammas.size)
-    nu0 = float(nus.min())
-    for colour, g in zip(colours, gammas):
+              loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
+              title="first fitting candidate")
+
+
+def _draw_distances(ax, ds):
+    """At the quietest noise, the distance to each ODE against depth, one colour per gamma."""
+    from ...style import palette
+
+    forms = (("ode1", "o", "-", "ODE I"), ("ode2", "s", "--", "ODE II (ours)"),
+             ("ode2_printed", "x", ":", "ODE II (printed)"))
+    nu0 = float(ds.nu.min())
+    for colour, g in zip(palette(ds.gamma.size), ds.gamma.values):
         sub = ds.sel(gamma=g, nu=nu0)
-        for c, mk, ls in (("ode1", "o", "-"), ("ode2", "s", "--"), ("ode2_printed", "x", ":")):
-            axb.errorbar(sub.L, sub[f"dist_{c}"], yerr=2 * sub[f"dist_{c}_se"], fmt=mk, ls=ls,
-                         color=colour, ms=4, lw=0.9, capsize=2,
-                         mfc="white" if c == "ode2" else colour)
-        axb.plot([], [], color=colour, lw=3, label=fr"$\gamma$ = {g:g}")
-    for c, mk, ls, name in (("ode1", "o", "-", "ODE I"), ("ode2", "s", "--", "ODE II (ours)"),
-                            ("ode2_printed", "x", ":", "ODE II (printed)")):
-        axb.plot([], [], marker=mk, ls=ls, color="0.3", mfc="white" if c == "ode2" else "0.3",
-                 label=name)
-    axb.set(xscale="log", yscale="log", xlabel="layers L",
-            ylabel=r"weak distance $\sup_t|E\varphi(X^\eta_t) - \varphi(Y_t)|$",
-            title=fr"the drift's limits at $\nu$ = {nu0:g} ({int(ds.n_traj.max()):,} "
-                  "trajectories; bars 2 s.e.)")
-    axb.legend(fontsize=7, ncol=2, loc="lower left")
+        for c, mk, ls, _ in forms:
+            ax.errorbar(sub.L, sub[f"dist_{c}"], yerr=2 * sub[f"dist_{c}_se"], fmt=mk, ls=ls,
+                        color=colour, ms=4, lw=0.9, capsize=2,
+                        mfc="white" if c == "ode2" else colour)
+        ax.plot([], [], color=colour, lw=3, label=fr"$\gamma$ = {g:g}")
+    for c, mk, ls, name in forms:
+        ax.plot([], [], marker=mk, ls=ls, color="0.3", mfc="white" if c == "ode2" else "0.3",
+                label=name)
+    ax.set(xscale="log", yscale="log", xlabel="layers L",
+           ylabel=r"weak distance $\sup_t|E\varphi(X^\eta_t) - \varphi(Y_t)|$",
+           title=fr"the drift's limits at $\nu$ = {nu0:g} ({int(ds.n_traj.max()):,} "
+                 "trajectories; bars 2 s.e.)")
+    ax.legend(ncol=2, loc="lower left")
+
+
+def plot(ds):
+    """(a) the measured map over the follow-up's boundaries; (b) distances against depth."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.8))
+    _draw_map(ax, ds)
+    _draw_distances(axb, ds)
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_limits", source="followup",
+    description="non-centred random attention: the map of limits (ODE I, ODE II, SDE) as eta = "
+                "L^-gamma and the noise t_L alpha = L^nu vary, measured against each candidate",
+    scales=SCALES,
+    schema={"gammas": reals(0.25, 1.0), "nus": reals(-2.0, 1.0), "d": integer(3, 16),
+            "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
+            "turn": real(-5.0, 5.0), "n_times": integer(2, 64), "substeps": integer(1, 64),
+            "Ls": integers(4, 1 << 14), "n_traj": integer(2)},
+    plan=_check_segments, cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

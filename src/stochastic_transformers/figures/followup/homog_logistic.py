@@ -30,19 +30,16 @@ import math
 
 import numpy as np
 
-from .. import simulate
-from ..config import ModelConfig, RunConfig
-from ..homogenized import logistic, logistic_floor
-# the schedule, the refinement and the units of work (work, measured_work) are shared with
-# the other figure on the clock t
-from ._homog import (CLOCK_SCHEMA, clock_sweeps, label_gap_axes, measured_work, on_schedule,
-                     plot_refinement, refinement_summary, schedule, work)
-from .base import all_of, cell_threads, cost_function, integers, laid_out, resolve_scale
-
-ID = "homog_logistic"
-CELL_VERSION = "1"
-DESCRIPTION = ("random keys and queries, high temperature: the mean overlap against the "
-               "logistic law for d = 8..128 (follow-up's Theorem 3)")
+from ... import simulate
+from ...config import ModelConfig, RunConfig
+from ...homogenized import logistic, logistic_floor
+from ..base import cell_threads, laid_out
+from ..knobs import all_of, integers
+from ..spec import Figure
+from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_table, label_gap_axes,
+                    measured_work, on_schedule, plot_refinement, refinement_summary, schedule,
+                    with_refinement, work)
+from .prose import listed
 
 _BASE = dict(n_tokens=8, bs=(0.0, 0.5, 1.0), t_max=6.0, n_layers=300, n_times=31, seed=0)
 SCALES = {
@@ -50,12 +47,18 @@ SCALES = {
     "quick": dict(_BASE, d=(8, 32, 128), n_traj=1000),
     "paper": dict(_BASE, d=(8, 16, 32, 64, 128), n_traj=10_000),
 }
-#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): those of the clock t
-#: (:data:`._homog.CLOCK_SCHEMA`) and the dimensions, each of which must give a schedule.
-KNOB_SCHEMA = {**CLOCK_SCHEMA, "d": all_of(integers(3), on_schedule)}
 #: The follow-up's rate: the largest |E[m(t) - u(t)]| decays like d^RATE; the verdict asks
 #: the fitted exponent to be within RATE_TOL of it.
 RATE, RATE_TOL = -1.0, 0.25
+#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
+#: paper run (612 s of cell time, one thread a worker).
+SECONDS_PER_WORK = 1.84e-8
+#: The score spreads b at which the summary computes the floor of the gap at fixed b (the
+#: distance of the d -> infinity simplex law from the logistic law), whatever the run's bs.
+FLOOR_BS = (0.5, 1.0)
+#: Monte Carlo samples of the floor (its standard error is a few percent at b = 1).
+FLOOR_SAMPLES = 100_000
+_OUTPUTS = ("m_mean", "m_q10", "m_q90", "u_mean", "gap_mean", "gap_se")
 
 
 def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed):
@@ -74,42 +77,14 @@ def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed):
             "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (d, b) sweep; the time axis is t = d tau."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+def run(knobs, sweeps):
+    """The (d, b) sweep on the clock t = d tau and its depth refinement at the largest d and
+    the first b, with ``z_gap`` (the mean gap in standard errors) and ``max_abs_gap``."""
     fixed = {k: knobs[k] for k in ("n_tokens", "n_traj", "t_max", "n_layers", "n_times")}
-    # the depth refinement at the largest d and the first b
-    ds, ref = clock_sweeps(__name__, scale, knobs, fixed,
-                           ("m_mean", "m_q10", "m_q90", "u_mean", "gap_mean", "gap_se"),
-                           refine_b=knobs["bs"][0], seed=knobs["seed"], scheduler=scheduler,
-                           cache_dir=cache_dir, progress=progress)
-    return _finish(ds, scale, refine=ref)
-
-
-def _finish(ds, scale, *, refine):
+    ds, refine = clock_sweeps(sweeps, knobs, fixed, _OUTPUTS, refine_b=knobs["bs"][0])
     ds["z_gap"] = ds.gap_mean / ds.gap_se
     ds["max_abs_gap"] = np.abs(ds.gap_mean).max("t")
-    ds = ds.assign_coords(refine_layers=refine.n_layers.values)
-    ds["refine_max_abs_gap"] = (("refine_layers",), np.abs(refine.gap_mean).max("t").values)
-    ds.attrs.update(scale=scale, figure=ID, refine_d=int(refine.attrs["fixed_d"]),
-                    refine_b=float(refine.attrs["fixed_b"]),
-                    refine_cell_time_s=float(refine.attrs.get("cell_time_s", 0.0)))
-    return ds
-
-
-#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
-#: paper run (612 s of cell time, one thread a worker).
-SECONDS_PER_WORK = 1.84e-8
-
-
-cost = cost_function(__name__)
-
-
-#: The score spreads b at which the summary computes the floor of the gap at fixed b (the
-#: distance of the d -> infinity simplex law from the logistic law), whatever the run's bs.
-FLOOR_BS = (0.5, 1.0)
-#: Monte Carlo samples of the floor (its standard error is a few percent at b = 1).
-FLOOR_SAMPLES = 100_000
+    return with_refinement(ds, refine, np.abs(refine.gap_mean).max("t").values)
 
 
 @functools.lru_cache(maxsize=16)
@@ -133,9 +108,52 @@ def summary(ds) -> dict:
     martingale part: -1/2 expected).  ``below_logistic``: at every (d, b) the mean overlap
     is below the logistic curve where the two are farthest apart.  ``gap_grows_with_b``:
     at every d the gap at the largest b exceeds the gap at the smallest;
-    ``slows_fall_with_b``: its exponent is less negative there.  ``floor[b]`` (b in
-    :data:`FLOOR_BS` and the largest b of the run): the gap's floor at fixed b
-    (:func:`floor`), ``floor_rel_2se[b]`` two standard errors of it relative to it;
+    ``slows_fall_with_b``: its exponent is less negative there.  The floor at fixed b and
+    the step's share: :func:`_floor_and_step`.
+    """
+    out = {"d": [int(v) for v in ds.d.values], "b": [float(v) for v in ds.b.values],
+           "n_traj": int(ds.n_traj.max()), "n_tokens": int(ds.attrs["fixed_n_tokens"])}
+    per_b = {float(b): _per_b(ds.sel(b=b)) for b in ds.b.values}
+    for key in ("max_abs_gap", "slope", "rate_verdict", "d_times_gap", "max_z_at_large_d",
+                "gap_at_large_d", "d_times_gap_first", "d_times_gap_last", "rise",
+                "spread_slope"):
+        out[key] = {b: v[key] for b, v in per_b.items()}
+    b_lo, b_hi = out["b"][0], out["b"][-1]
+    out.update(d_min=out["d"][0], d_max=out["d"][-1], b_min=b_lo, b_max=b_hi,
+               below_logistic=all(v["below"] for v in per_b.values()))
+    for key in ("slope", "spread_slope", "gap_at_large_d"):
+        out[f"{key}_min"], out[f"{key}_max"] = min(out[key].values()), max(out[key].values())
+    out.update(min_z_at_large_d=min(out["max_z_at_large_d"].values()),
+               gap_grows_with_b=bool(np.all(np.array(out["max_abs_gap"][b_hi])
+                                            > np.array(out["max_abs_gap"][b_lo]))),
+               slows_fall_with_b=bool(out["slope"][b_hi] > out["slope"][b_lo]))
+    out["extra_rise"] = {b: out["rise"][b] - out["rise"][b_lo] for b in out["b"][1:]}
+    out["m0"] = float(ds.m_mean.isel(t=0).mean())
+    return _floor_and_step(ds, out)
+
+
+def _per_b(sub) -> dict:
+    """The entries of :func:`summary` at one b (``sub``: the dataset at that b)."""
+    g = sub.max_abs_gap.values
+    d_gap = [float(v) for v in g * sub.d.values]
+    slope = decay_exponent(sub.d.values, g)
+    gap = sub.gap_mean.transpose("d", "t").values
+    at = np.argmax(np.abs(gap), axis=1)
+    return {"max_abs_gap": [float(v) for v in g], "slope": slope,
+            "rate_verdict": bool(abs(slope - RATE) <= RATE_TOL), "d_times_gap": d_gap,
+            "d_times_gap_first": d_gap[0], "d_times_gap_last": d_gap[-1],
+            "rise": d_gap[-1] - d_gap[0],
+            "max_z_at_large_d": float(np.abs(sub.z_gap.isel(d=-1)).max()),
+            "gap_at_large_d": float(g[-1]),
+            "spread_slope": decay_exponent(sub.d.values, (sub.m_q90 - sub.m_q10).max("t").values),
+            "below": bool(np.all(gap[np.arange(gap.shape[0]), at] < 0))}
+
+
+def _floor_and_step(ds, out) -> dict:
+    """``out`` with the floor of the gap at fixed b and the depth refinement's share.
+
+    ``floor[b]`` (b in :data:`FLOOR_BS` and the largest b of the run): the gap's floor at
+    fixed b (:func:`floor`), ``floor_rel_2se[b]`` two standard errors of it relative to it;
     ``floor_rise[b]``: what that floor adds to d times the gap over the run's range of d;
     ``floor_explains_most[b]`` (each b > the smallest with a floor): that is more than half
     the ``extra_rise`` of b.
@@ -147,61 +165,18 @@ def summary(ds) -> dict:
     refined b, ``explains_most`` share > 1/2, and ``corrected_first``/``corrected_last``
     d times the gap with it removed at the smallest d and at the refined d.
     """
-    out = {"d": [int(v) for v in ds.d.values], "b": [float(v) for v in ds.b.values],
-           "n_traj": int(ds.n_traj.max()), "n_tokens": int(ds.attrs["fixed_n_tokens"]),
-           "max_abs_gap": {}, "slope": {},
-           "rate_verdict": {}, "d_times_gap": {}, "max_z_at_large_d": {}, "gap_at_large_d": {},
-           "d_times_gap_first": {}, "d_times_gap_last": {}, "rise": {}, "spread_slope": {}}
-    d_vals = ds.d.values.astype(float)
-    logd = np.log(d_vals)
-    spread = (ds.m_q90 - ds.m_q10).max("t")
-    below = True
-    for b in ds.b.values:
-        sub = ds.sel(b=b)
-        g = sub.max_abs_gap.values
-        key = float(b)
-        out["max_abs_gap"][key] = [float(v) for v in g]
-        out["slope"][key] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
-        out["rate_verdict"][key] = bool(abs(out["slope"][key] - RATE) <= RATE_TOL)
-        out["d_times_gap"][key] = [float(v) for v in g * ds.d.values]
-        out["d_times_gap_first"][key] = out["d_times_gap"][key][0]
-        out["d_times_gap_last"][key] = out["d_times_gap"][key][-1]
-        out["rise"][key] = out["d_times_gap_last"][key] - out["d_times_gap_first"][key]
-        out["max_z_at_large_d"][key] = float(np.abs(sub.z_gap.isel(d=-1)).max())
-        out["gap_at_large_d"][key] = float(g[-1])
-        sp = spread.sel(b=b).values
-        out["spread_slope"][key] = (float(np.polyfit(logd, np.log(sp), 1)[0]) if sp.size > 1
-                                    else float("nan"))
-        gap = sub.gap_mean.transpose("d", "t").values
-        at = np.argmax(np.abs(gap), axis=1)
-        below = below and bool(np.all(gap[np.arange(gap.shape[0]), at] < 0))
-    b_lo, b_hi = out["b"][0], out["b"][-1]
-    out.update(d_min=out["d"][0], d_max=out["d"][-1], b_min=b_lo, b_max=b_hi,
-               below_logistic=below,
-               slope_min=min(out["slope"].values()), slope_max=max(out["slope"].values()),
-               spread_slope_min=min(out["spread_slope"].values()),
-               spread_slope_max=max(out["spread_slope"].values()),
-               gap_at_large_d_min=min(out["gap_at_large_d"].values()),
-               gap_at_large_d_max=max(out["gap_at_large_d"].values()),
-               min_z_at_large_d=min(out["max_z_at_large_d"].values()),
-               gap_grows_with_b=bool(np.all(np.array(out["max_abs_gap"][b_hi])
-                                            > np.array(out["max_abs_gap"][b_lo]))),
-               slows_fall_with_b=bool(out["slope"][b_hi] > out["slope"][b_lo]))
-    out["extra_rise"] = {b: out["rise"][b] - out["rise"][b_lo] for b in out["b"][1:]}
-    n_tokens, t_max = out["n_tokens"], float(ds.attrs["fixed_t_max"])
+    b_hi, span = out["b"][-1], out["d_max"] - out["d_min"]
     out["floor"], out["floor_rel_2se"] = {}, {}
     for b in sorted(set(FLOOR_BS) | ({b_hi} if b_hi > 0 else set())):
-        value, se = floor(float(b), n_tokens, t_max)
+        value, se = floor(float(b), out["n_tokens"], float(ds.attrs["fixed_t_max"]))
         out["floor"][float(b)], out["floor_rel_2se"][float(b)] = value, 2 * se / value
-    out["floor_rise"] = {b: v * (out["d_max"] - out["d_min"]) for b, v in out["floor"].items()}
+    out["floor_rise"] = {b: v * span for b, v in out["floor"].items()}
     out["floor_explains_most"] = {b: bool(out["floor_rise"][b] > 0.5 * extra > 0)
                                   for b, extra in out["extra_rise"].items() if b in out["floor"]}
-    out["m0"] = float(ds.m_mean.isel(t=0).mean())
     out["refine"] = ref = refinement_summary(ds)
     step_gap = ref["max_abs_gap"][0] - ref["extrapolated_gap"]
     b_ref = min(out["b"], key=lambda v: abs(v - ref["b"]))
-    step_rise = step_gap * (out["d_max"] - out["d_min"])
-    measured = out["rise"][b_ref]
+    step_rise, measured = step_gap * span, out["rise"][b_ref]
     out["step"] = {"b": b_ref, "gap": step_gap, "rise": step_rise, "measured_rise": measured,
                    "share": step_rise / measured if measured > 0 else float("nan"),
                    "explains_most": bool(measured > 0 and step_rise > 0.5 * measured),
@@ -210,11 +185,55 @@ def summary(ds) -> dict:
     return out
 
 
+def words(stats) -> dict:
+    """The page's plain words and numbers: the rate and its tolerance, the floors in units of
+    1e-3 and 1e-4, the lists of numbers and the verdicts' wording."""
+    most = stats["floor_explains_most"].get(1.0, False)
+    return {"rate": RATE, "rate_tol": RATE_TOL,
+            "floor_e3": {b: 1e3 * v for b, v in stats["floor"].items()},
+            "floor_e4": {b: 1e4 * v for b, v in stats["floor"].items()},
+            "bs_text": listed(stats["b"], "g"),
+            "slopes_text": listed(stats["slope"].values(), "+.2f"),
+            "gaps_at_large_d_text": listed(stats["gap_at_large_d"].values(), ".3f"),
+            "z_at_large_d_text": listed(stats["max_z_at_large_d"].values(), ".0f"),
+            "rate_reading": ("falls roughly like 1/d" if all(stats["rate_verdict"].values())
+                             else "does not fall like 1/d at every b"),
+            "floor_share_reading": ("most of the extra rise of" if most else
+                                    "less than half of the extra rise of"),
+            "step_share_text": "most of" if stats["step"]["explains_most"] else "part of"}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent phrases (Markdown): below the logistic curve or not, what b
+    does to the gap, how much of the rise the floor and the step explain."""
+    step_start = "If that part is the same at every $d$, as the step is, it accounts for "
+    return {
+        "lag_reading": ("lags the logistic curve badly" if stats["below_logistic"] else
+                        "departs from the logistic curve (not always below it)"),
+        "b_reading": (("adds to the gap at every $d$" if stats["gap_grows_with_b"] else
+                       "does **not** add to the gap at every $d$")
+                      + (" and slows its fall a little" if stats["slows_fall_with_b"] else
+                         ", and does not slow its fall")),
+        "floor_reading": ("Most of the extra rise" if stats["floor_explains_most"].get(1.0, False)
+                          else "Less than half of the extra rise"),
+        "step_reading": step_start + (
+            "most of the rise of $d$ times the gap at this $\\beta\\sqrt d$, and with it removed "
+            "$d$ times the gap is about flat, a cleaner confirmation of the $1/d$ rate than the "
+            "fitted exponent" if stats["step"]["explains_most"] else
+            "less than half of the rise of $d$ times the gap at this $\\beta\\sqrt d$")}
+
+
+def table(stats) -> str:
+    """The largest gap per (b, d), its exponent in d and the rate verdict, as Markdown."""
+    return gap_table(stats, "$\\beta\\sqrt d$", "slope",
+                     lambda b: "about 1/d" if stats["rate_verdict"][b] else "**not 1/d**")
+
+
 def plot(ds):
     """(left) m(t) at b = 0 for each d: mean, 10-90% band, logistic; (right) the deviation vs d."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     fig, (ax, axr) = plt.subplots(1, 2, figsize=(11, 4.2))
     colours = palette(ds.sizes["d"])
@@ -228,16 +247,28 @@ def plot(ds):
     ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"mean overlap $m(t)$",
            title=f"N = {ds.attrs['fixed_n_tokens']}, $\\beta\\sqrt{{d}}$ = {b0:g} "
                  "(band: 10-90% of trajectories)")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(loc="lower right")
     for colour, b in zip(palette(ds.sizes["b"]), ds.b.values):
-        g = ds.sel(b=b).max_abs_gap
-        ax_y = g.values
-        axr.plot(ds.d, ax_y, "o-", color=colour, label=fr"$\beta\sqrt{{d}}$ = {b:g}")
+        axr.plot(ds.d, ds.max_abs_gap.sel(b=b), "o-", color=colour,
+                 label=fr"$\beta\sqrt{{d}}$ = {b:g}")
     dd = ds.d.values.astype(float)
     plot_refinement(axr, ds, palette(ds.sizes["b"])[0])
     ref = float(ds.sel(b=ds.b.values[0]).max_abs_gap.values[0])
     axr.plot(dd, ref * dd[0] / dd, color="0.5", ls=":", label=r"$\propto 1/d$")
-    label_gap_axes(axr, ds, ylabel=r"$\max_t |E[m(t) - u(t)]|$", legend_size=8,
+    label_gap_axes(axr, ds, ylabel=r"$\max_t |E[m(t) - u(t)]|$",
                    title=f"distance to the logistic law ({int(ds.n_traj.max()):,} trajectories "
                          "a point)")
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_logistic", source="followup",
+    description="random keys and queries, high temperature: the mean overlap against the "
+                "logistic law for d = 8..128 (follow-up's Theorem 3)",
+    scales=SCALES,
+    # those of the clock t, and the dimensions, each of which must give a schedule
+    schema={**CLOCK_SCHEMA, "d": all_of(integers(3), on_schedule)},
+    cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

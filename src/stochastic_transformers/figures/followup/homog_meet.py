@@ -24,19 +24,16 @@ import functools
 import numpy as np
 import xarray as xr
 
-from .. import simulate
-from ..classification import outcome_counts
-from ..config import configs_from_flat
-from ..homogenized import antipodal_attracting, antipodal_by, antipodal_limit
-from ..stats import agreement_z
-from ..theory import critical_beta
-from .base import (add_outcome_fractions, all_of, cell_threads, cost_function,
-                   figure_sweep, integers, laid_out, reals, resolve_scale, whole_layers)
-
-ID = "homog_meet"
-CELL_VERSION = "1"
-DESCRIPTION = ("two tokens, fixed vs random keys and queries: P(antipodal) against beta for "
-               "d = 3, 4, with both limits")
+from ... import simulate
+from ...classification import outcome_counts
+from ...config import configs_from_flat
+from ...homogenized import antipodal_attracting, antipodal_by, antipodal_limit
+from ...stats import agreement_z
+from ...theory import critical_beta
+from ..base import add_outcome_fractions, cell_threads, laid_out
+from ..knobs import all_of, integers, reals, whole_layers
+from ..spec import Figure
+from .prose import listed
 
 MODEL_NAMES = ("stochastic", "random_attention")
 _BETAS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -46,15 +43,15 @@ SCALES = {
     "quick": dict(_BASE, betas=_BETAS, n_traj=4000, L=400, refine_Ls=(100, 400, 1600)),
     "paper": dict(_BASE, betas=_BETAS, n_traj=20_000, L=1600, refine_Ls=(100, 400, 1600, 6400)),
 }
-#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): dimensions of at least 3
-#: (the random keys' limit), betas up to 20, and refinement depths that put T on whole layers.
-KNOB_SCHEMA = {"d": integers(3), "betas": reals(0.0, 20.0),
-               "refine_Ls": all_of(integers(1), whole_layers("T", "refine_Ls"))}
 #: The agreement verdict: every point within this many standard errors of the finite-T limit.
 Z_MAX = 4.0
 #: The betas at which the summary evaluates the antipodal criterion of the random-key
 #: limit (the drift of atanh R at R = -1), whatever the run's grid: 0.25 to 8 in steps of 0.25.
 CRITERION_BETAS = tuple(0.25 * k for k in range(1, 33))
+#: Seconds of simulation per trajectory-layer (both models averaged; the fixed-A chain stops
+#: early and is far cheaper), measured on the committed paper run (2,447 s of cell time, one
+#: thread a worker).
+SECONDS_PER_WORK = 2.05e-7
 
 
 @functools.lru_cache(maxsize=8)
@@ -68,33 +65,12 @@ def antipodal_criterion(d):
 def cell(*, model, d, beta, n_traj, L, T, tol, seed):
     """One (model, d, beta): outcome counts at T of two uniform tokens."""
     kw = dict(n_traj=n_traj, L=L, T=T, seed=seed, n_threads=cell_threads(), tol=tol)
-    if model == "stochastic":
-        ds = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, **kw))
-    else:
-        ds = simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, model="random_attention",
-                                         **kw))
-    counts = outcome_counts(ds, tol=tol)
+    if model != "stochastic":
+        kw["model"] = "random_attention"
+    counts = outcome_counts(simulate(*configs_from_flat(n_tokens=2, d=d, beta=beta, **kw)),
+                            tol=tol)
     return {"n_antipodal": counts["antipodal"], "n_single": counts["single"],
             "n_unclustered": counts["unclustered"], "n_traj": n_traj}
-
-
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (model, d, beta) sweep and the depth-refinement cells; attach both limits.
-
-    The refinement cells rerun the random-A model at the smallest d and the largest beta
-    for each depth of ``refine_Ls``: the discrete chain's distance to its limit there is
-    its discretisation error (the step must be small against 1/beta, see the notebook).
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    run = dict(seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir, progress=progress)
-    ds = figure_sweep(__name__, scale, {"model": list(MODEL_NAMES), "d": list(knobs["d"]),
-                                        "beta": list(knobs["betas"])},
-                      fixed={k: knobs[k] for k in ("n_traj", "L", "T", "tol")}, **run)
-    ref = figure_sweep(__name__, scale, {"L": list(knobs["refine_Ls"])}, cell=_refine_cell,
-                       part="refine", fixed=dict(n_traj=knobs["n_traj"], T=knobs["T"],
-                                                 tol=knobs["tol"], d=min(knobs["d"]),
-                                                 beta=max(knobs["betas"])), **run)
-    return _finish(ds, scale, refine=ref)
 
 
 def _refine_cell(*, L, n_traj, T, tol, d, beta, seed):
@@ -103,46 +79,50 @@ def _refine_cell(*, L, n_traj, T, tol, d, beta, seed):
                 seed=seed)
 
 
-def _finish(ds, scale, *, refine):
-    """Fractions with Wilson bands, the limits at T and at infinity, z-scores."""
-    ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
+def run(knobs, sweeps):
+    """The (model, d, beta) sweep and the depth-refinement cells, with both limits.
+
+    The refinement cells rerun the random-A model at the smallest d and the largest beta
+    for each depth of ``refine_Ls``: the discrete chain's distance to its limit there is
+    its discretisation error (the step must be small against 1/beta, see the notebook).
+    """
+    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "tol")}
+    ds = sweeps({"model": list(MODEL_NAMES), "d": list(knobs["d"]), "beta": list(knobs["betas"])},
+                fixed=fixed, seed=knobs["seed"])
+    ref = sweeps({"L": list(knobs["refine_Ls"])}, cell=_refine_cell, part="refine",
+                 fixed=dict(n_traj=knobs["n_traj"], T=knobs["T"], tol=knobs["tol"],
+                            d=min(knobs["d"]), beta=max(knobs["betas"])), seed=knobs["seed"])
+    return _with_limits(add_outcome_fractions(ds, ("antipodal", "single", "unclustered")), ref)
+
+
+def _with_limits(ds, refine):
+    """The limits at T and at infinity on a fine beta grid, z-scores, and the refinement."""
     T, tol = float(ds.attrs["fixed_T"]), float(ds.attrs["fixed_tol"])
-    betas = ds.beta.values
-    fine = np.unique(np.concatenate([np.linspace(0.05, betas.max(), 16), betas]))
+    fine = np.unique(np.concatenate([np.linspace(0.05, ds.beta.values.max(), 16), ds.beta.values]))
     ds = ds.assign_coords(beta_fine=fine)
-    p_t = np.empty((ds.sizes["model"], ds.sizes["d"], fine.size))
-    p_inf = np.empty_like(p_t)
-    err = np.empty_like(p_t)
+    p_t, p_inf, err = (np.empty((ds.sizes["model"], ds.sizes["d"], fine.size)) for _ in range(3))
     for a, model in enumerate(ds.model.values):
         for b, d in enumerate(ds.d.values):
             for c, beta in enumerate(fine):
                 p, e = antipodal_by([T], beta, int(d), model=str(model), tol=tol)
                 p_t[a, b, c], err[a, b, c] = p[0], e[0]
                 p_inf[a, b, c] = antipodal_limit(beta, int(d), model=str(model))
-    ds["p_theory_T_fine"] = (("model", "d", "beta_fine"), p_t)
-    ds["p_theory_inf_fine"] = (("model", "d", "beta_fine"), p_inf)
-    ds["theory_error"] = (("model", "d", "beta_fine"), err)
+    dims = ("model", "d", "beta_fine")
+    ds["p_theory_T_fine"], ds["p_theory_inf_fine"], ds["theory_error"] = \
+        (dims, p_t), (dims, p_inf), (dims, err)
     ds["p_theory_T"] = ds.p_theory_T_fine.sel(beta_fine=ds.beta.values).rename(beta_fine="beta") \
         .drop_vars("beta_fine", errors="ignore").assign_coords(beta=ds.beta.values)
     ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory_T)
-    ref = refine.rename(L="refine_L")
-    ds = ds.assign_coords(refine_L=ref.refine_L.values)
-    ds["refine_n_antipodal"] = (("refine_L",), ref.n_antipodal.values)
-    ds["refine_n_traj"] = (("refine_L",), ref.n_traj.values)
+    ds = ds.assign_coords(refine_L=refine.L.values)
+    ds["refine_n_antipodal"] = (("refine_L",), refine.n_antipodal.values)
+    ds["refine_n_traj"] = (("refine_L",), refine.n_traj.values)
     d_ref, beta_ref = int(refine.attrs["fixed_d"]), float(refine.attrs["fixed_beta"])
     p_ref = float(antipodal_by([T], beta_ref, d_ref, tol=tol)[0][0])
     ds["refine_z"] = agreement_z(ds.refine_n_antipodal, ds.refine_n_traj,
                                  xr.full_like(ds.refine_n_antipodal, p_ref, dtype=float))
-    ds.attrs.update(scale=scale, figure=ID, refine_d=d_ref, refine_beta=beta_ref,
-                    refine_p_theory=p_ref,
+    ds.attrs.update(refine_d=d_ref, refine_beta=beta_ref, refine_p_theory=p_ref,
                     refine_cell_time_s=float(refine.attrs.get("cell_time_s", 0.0)))
     return ds
-
-
-#: Seconds of simulation per trajectory-layer (both models averaged; the fixed-A chain stops
-#: early and is far cheaper), measured on the committed paper run (2,447 s of cell time, one
-#: thread a worker).
-SECONDS_PER_WORK = 2.05e-7
 
 
 def work(knobs) -> float:
@@ -160,9 +140,6 @@ def measured_work(ds):
     return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
 
 
-cost = cost_function(__name__)
-
-
 def summary(ds) -> dict:
     """Agreement with the finite-T limit, and the comparison the figure is about.
 
@@ -170,22 +147,18 @@ def summary(ds) -> dict:
     infinity, the largest |z|, the beta of the largest fraction (``peak_beta``) and
     ``falls_after_peak`` (the fraction at the largest beta is more than two binomial
     standard errors below the peak).  ``fixed_max_abs_z``: the largest |z| of the fixed
-    A = I.  The refinement: its depths, |z| at each (first and last also by name), and the
-    main grid's |z| of both models at the refinement's (d, beta) (``random_z_at_refine``,
-    ``fixed_z_at_refine``), and the refinement's own |z| at the main grid's depth
-    (``refine_abs_z_at_main_L``, an independent replicate; ``refine_has_main_L``).
-    ``beta_c[d]``: the main paper's threshold.  ``criterion``: the
-    random-key limit drift at R = -1 over :data:`CRITERION_BETAS` for each d of the run
-    (its range and whether it is negative at every beta, ``attracts_everywhere``, or at
-    none, ``attracts_nowhere``).
+    A = I.  The refinement (:func:`_refinement`).  ``beta_c[d]``: the main paper's
+    threshold.  ``criterion``: the random-key limit drift at R = -1 over
+    :data:`CRITERION_BETAS` for each d of the run (its range and whether it is negative at
+    every beta, ``attracts_everywhere``, or at none, ``attracts_nowhere``).
     """
     z = ds.z_score
+    fixed_z = float(np.abs(z.sel(model="stochastic")).max())
     out = {"max_abs_z": float(np.abs(z).max()), "n_points": int(z.size),
            "n_traj": int(ds.n_traj.max()), "agree": bool(float(np.abs(z).max()) <= Z_MAX),
-           "agree_fixed": bool(float(np.abs(z.sel(model="stochastic")).max()) <= Z_MAX),
+           "agree_fixed": bool(fixed_z <= Z_MAX),
            "agree_random": bool(float(np.abs(z.sel(model="random_attention")).max()) <= Z_MAX),
-           "fixed_max_abs_z": float(np.abs(z.sel(model="stochastic")).max()),
-           "theory_error": float(ds.theory_error.max()),
+           "fixed_max_abs_z": fixed_z, "theory_error": float(ds.theory_error.max()),
            "max_unclustered": float(ds.p_unclustered.max()),
            "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
            "beta_max": float(ds.beta.max()),
@@ -202,41 +175,82 @@ def summary(ds) -> dict:
             out[f"{key}_max_abs_z"] = float(np.abs(sub.z_score).max())
             out[f"{key}_peak_beta"] = float(sub.beta.values[peak])
             out[f"{key}_falls_after_peak"] = bool(p[-1] < p[peak] - 2 * se)
-    zr = ds.refine_z.values
-    d_ref, beta_ref = int(ds.attrs["refine_d"]), float(ds.attrs["refine_beta"])
-    out["refine_d"], out["refine_beta"] = d_ref, beta_ref
-    out["refine_Ls"] = [int(v) for v in ds.refine_L.values]
-    out["refine_z"] = [float(v) for v in zr]
-    out["refine_abs_z"] = [float(abs(v)) for v in zr]
-    out["refine_first_L"], out["refine_last_L"] = out["refine_Ls"][0], out["refine_Ls"][-1]
-    out["refine_first_abs_z"], out["refine_last_abs_z"] = float(abs(zr[0])), float(abs(zr[-1]))
-    out["refine_p"] = [float(v) for v in (ds.refine_n_antipodal / ds.refine_n_traj).values]
-    out["refine_p_theory"] = float(ds.attrs["refine_p_theory"])
-    at = dict(d=d_ref, beta=beta_ref)
-    out["random_z_at_refine"] = float(abs(z.sel(model="random_attention", **at)))
-    out["fixed_z_at_refine"] = float(abs(z.sel(model="stochastic", **at)))
-    # the refinement's cell at the main grid's depth: an independent replicate of that cell
-    same = [i for i, v in enumerate(out["refine_Ls"]) if v == out["L"]]
-    out["refine_has_main_L"] = bool(same)
-    out["refine_abs_z_at_main_L"] = float(abs(zr[same[0]])) if same else float("nan")
-    # the deviation is discretisation if it shrinks with depth and the deepest run agrees
-    out["discretisation_explains"] = bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))
+    out.update(_refinement(ds, out["L"]))
     # The headline: in d = 4 random keys remove antipodal pairs the fixed A = I keeps.
     if 4 in ds.d.values:
-        out["d4_random_inf_zero"] = bool(float(ds.sel(model="random_attention", d=4)
-                                               .p_theory_inf_fine.max()) == 0.0)
-        out["d4_fixed_inf_positive"] = bool(float(ds.sel(model="stochastic", d=4)
-                                                  .p_theory_inf_fine.max()) > 0.0)
-    crit = {"beta_min": CRITERION_BETAS[0], "beta_max": CRITERION_BETAS[-1],
-            "n_betas": len(CRITERION_BETAS), "min_drift": {}, "max_drift": {},
-            "attracts_everywhere": {}, "attracts_nowhere": {}}
-    for d in ds.d.values:
-        mu = np.array(antipodal_criterion(int(d)))
-        crit["min_drift"][int(d)], crit["max_drift"][int(d)] = float(mu.min()), float(mu.max())
-        crit["attracts_everywhere"][int(d)] = bool(np.all(mu < 0))
-        crit["attracts_nowhere"][int(d)] = bool(np.all(mu > 0))
-    out["criterion"] = crit
+        inf = ds.p_theory_inf_fine.sel(d=4).max("beta_fine")
+        out["d4_random_inf_zero"] = bool(float(inf.sel(model="random_attention")) == 0.0)
+        out["d4_fixed_inf_positive"] = bool(float(inf.sel(model="stochastic")) > 0.0)
+    mu = {int(d): np.array(antipodal_criterion(int(d))) for d in ds.d.values}
+    out["criterion"] = {"beta_min": CRITERION_BETAS[0], "beta_max": CRITERION_BETAS[-1],
+                        "n_betas": len(CRITERION_BETAS),
+                        "min_drift": {d: float(m.min()) for d, m in mu.items()},
+                        "max_drift": {d: float(m.max()) for d, m in mu.items()},
+                        "attracts_everywhere": {d: bool(np.all(m < 0)) for d, m in mu.items()},
+                        "attracts_nowhere": {d: bool(np.all(m > 0)) for d, m in mu.items()}}
     return out
+
+
+def _refinement(ds, main_L) -> dict:
+    """The refinement's entries of :func:`summary`: its cell (``refine_d``, ``refine_beta``),
+    depths, z and |z| at each (first and last also by name), fractions and limit; the main
+    grid's |z| of both models at its (d, beta) (``random_z_at_refine``,
+    ``fixed_z_at_refine``); its own |z| at the main grid's depth ``main_L``
+    (``refine_abs_z_at_main_L``, an independent replicate; ``refine_has_main_L``); and
+    ``discretisation_explains``: the deviation shrinks with depth and the deepest run agrees."""
+    zr = ds.refine_z.values
+    d_ref, beta_ref = int(ds.attrs["refine_d"]), float(ds.attrs["refine_beta"])
+    Ls = [int(v) for v in ds.refine_L.values]
+    same = [i for i, v in enumerate(Ls) if v == main_L]
+    z = ds.z_score.sel(d=d_ref, beta=beta_ref)
+    return {"refine_d": d_ref, "refine_beta": beta_ref, "refine_Ls": Ls,
+            "refine_z": [float(v) for v in zr], "refine_abs_z": [float(abs(v)) for v in zr],
+            "refine_first_L": Ls[0], "refine_last_L": Ls[-1],
+            "refine_first_abs_z": float(abs(zr[0])), "refine_last_abs_z": float(abs(zr[-1])),
+            "refine_p": [float(v) for v in (ds.refine_n_antipodal / ds.refine_n_traj).values],
+            "refine_p_theory": float(ds.attrs["refine_p_theory"]),
+            "random_z_at_refine": float(abs(z.sel(model="random_attention"))),
+            "fixed_z_at_refine": float(abs(z.sel(model="stochastic"))),
+            "refine_has_main_L": bool(same),
+            "refine_abs_z_at_main_L": float(abs(zr[same[0]])) if same else float("nan"),
+            "discretisation_explains": bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))}
+
+
+def words(stats) -> dict:
+    """The page's plain words: ``z_max`` and the refinement's depths and |z| as lists."""
+    return {"z_max": Z_MAX, "refine_Ls_text": listed(stats["refine_Ls"], "d"),
+            "refine_abs_z_text": listed(stats["refine_abs_z"], ".1f")}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent phrases (Markdown): the refinement, the random-key verdict,
+    the limit in d = 4 and the shape in d = 3."""
+    explains, peak = stats["discretisation_explains"], stats["random_attention_d3_peak_beta"]
+    return {
+        "refine_text": ", ".join(f"{100 * p:.1f}% at $L$ = {L} (z = {z:+.1f})" for L, p, z in
+                                 zip(stats["refine_Ls"], stats["refine_p"], stats["refine_z"])),
+        "random_reading": (f"(within our bound of {Z_MAX:g})." if stats["agree_random"] else
+                           f"(**beyond our bound of {Z_MAX:g}**, at the largest $\\beta$; see "
+                           "the refinement)."),
+        "refine_reading": (
+            "The gap shrinks with the step, consistent with the discretisation (the deepest "
+            f"refinement is still {stats['refine_last_abs_z']:.1f} standard errors off)."
+            if explains else "**The gap does not close with the step: unexplained.**"),
+        "replicate_text": (
+            "the refinement's own run at the same depth, an independent replicate, leaves "
+            f"{stats['refine_abs_z_at_main_L']:.1f}" if stats["refine_has_main_L"] else
+            "the refinement has no run at this depth"),
+        "closes_reading": "closes" if explains else "does **not** close",
+        "d4_reading": (
+            "exactly 0 for random keys at every $\\beta$ of the grid, while the fixed $A = I$ "
+            f"keeps up to {100 * stats['stochastic_d4_max_p_inf']:.0f}% of the pairs antipodal."
+            if stats.get("d4_random_inf_zero") and stats.get("d4_fixed_inf_positive") else
+            "not what the proposition says: check the run."),
+        "d3_shape": (
+            f"their share peaks near $\\beta \\approx$ {peak:g} and then falls"
+            if stats["random_attention_d3_falls_after_peak"] else
+            f"their share rises up to $\\beta$ = {peak:g} in this run, and its fall at larger "
+            "$\\beta$ is not resolved")}
 
 
 def plot(ds):
@@ -244,7 +258,7 @@ def plot(ds):
     (dashed)."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     colours = dict(zip(MODEL_NAMES, palette(2)))
     labels = {"stochastic": "fixed A = I (main paper)",
@@ -267,7 +281,7 @@ def plot(ds):
     ax = axes[0][n_d - 1]   # one legend, where the curves leave room (right, middle height)
     ax.plot([], [], color="0.3", lw=1.2, label=f"limit at T = {T:g}")
     ax.plot([], [], color="0.3", lw=1.0, ls="--", label=r"limit at $T = \infty$")
-    ax.legend(fontsize=7.5, loc="center right")
+    ax.legend(loc="center right")
     ax = axes[0][-1]
     n = ds.refine_n_traj.values
     p = ds.refine_n_antipodal.values / n
@@ -277,5 +291,20 @@ def plot(ds):
     ax.set(xscale="log", xlabel="layers per unit time L", ylabel=r"$P(1 + R_T < \mathrm{tol})$",
            title=f"random A, d = {ds.attrs['refine_d']}, $\\beta$ = {ds.attrs['refine_beta']:g}:\n"
                  "depth refinement")
-    ax.legend(fontsize=7.5, loc="lower right")
+    ax.legend(loc="lower right")
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_meet", source="followup",
+    description="two tokens, fixed vs random keys and queries: P(antipodal) against beta for "
+                "d = 3, 4, with both limits",
+    scales=SCALES,
+    # dimensions of at least 3 (the random keys' limit), betas up to 20, and refinement
+    # depths that put T on whole layers
+    schema={"d": integers(3), "betas": reals(0.0, 20.0),
+            "refine_Ls": all_of(integers(1), whole_layers("T", "refine_Ls"))},
+    cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

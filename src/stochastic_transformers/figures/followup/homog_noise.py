@@ -15,9 +15,9 @@ noise's pair diffusion, and ours for independent noise,
 :func:`~stochastic_transformers.homogenized.independent_pair_coefficients`).
 
 *Eight tokens*: the mean overlap of the pairs, :math:`\frac2{N(N-1)}\sum_{i<j}R_{ij}`, the
-number of clusters
-(tokens joined when :math:`1 - R_{ij} <` tol) and the probability of an antipodal pair,
-simulated for both models.
+number of clusters (:func:`stochastic_transformers.classification.n_clusters`: tokens joined
+when :math:`R_{ij} \ge 1 -` tol) and the probability of an antipodal pair, simulated for both
+models.
 """
 
 from __future__ import annotations
@@ -26,16 +26,13 @@ import math
 
 import numpy as np
 
-from .. import simulate
-from ..config import ModelConfig, RunConfig
-from ..homogenized import antipodal_by, overlap_moments
-from .base import (cell_threads, cost_function, figure_sweep, integer, laid_out, real, reals,
-                   resolve_scale)
-
-ID = "homog_noise"
-CELL_VERSION = "1"
-DESCRIPTION = ("random keys and queries: common noise (shared weights) against independent "
-               "noise (each token its own), overlaps, clusters and antipodal pairs")
+from ... import simulate
+from ...classification import n_clusters
+from ...config import ModelConfig, RunConfig
+from ...homogenized import antipodal_by, overlap_moments
+from ..base import cell_threads, laid_out
+from ..knobs import integer, real, reals
+from ..spec import Figure
 
 NOISES = ("common", "independent")
 _BASE = dict(d=4, beta=1.0, many_tokens=8, tol=1e-3, taus=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
@@ -45,94 +42,64 @@ SCALES = {
     "quick": dict(_BASE, L=64, n_pairs=2000, n_many=400),
     "paper": dict(_BASE, L=256, n_pairs=20_000, n_many=4000),
 }
-KNOB_SCHEMA = {"d": integer(3, 64), "beta": real(0.0, 20.0), "many_tokens": integer(3, 64),
-               "tol": real(0.0, 0.5, strict_min=True), "taus": reals(0.0, 64.0, strict_min=True),
-               "L": integer(1, 1 << 14), "n_pairs": integer(2), "n_many": integer(2)}
 #: A point agrees with its limit when within this many standard errors (24 comparisons, two
 #: statistics at six clocks for each noise: a family-wise false-alarm rate of about 1%).
 AGREE_Z = 3.5
-
-
-def _clusters(gram, tol):
-    """Number of groups of tokens joined by 1 - R_ij < tol, for each (..., N, N) Gram matrix."""
-    close = (1.0 - gram) < tol
-    n = gram.shape[-1]
-    flat = close.reshape(-1, n, n)
-    out = np.empty(flat.shape[0], dtype=int)
-    for t, c in enumerate(flat):
-        label = np.arange(n)
-        for _ in range(n):            # propagate the smallest label along the links
-            new = np.min(np.where(c, label[None, :], n), axis=1)
-            new = np.minimum(label, new)
-            if np.array_equal(new, label):
-                break
-            label = new
-        out[t] = np.unique(label).size
-    return out.reshape(gram.shape[:-2])
+#: Seconds per trajectory-layer (both noises, two and eight tokens together, d = 4), measured
+#: on the committed paper run (64 s of cell time).
+SECONDS_PER_WORK = 3.24e-7
 
 
 def cell(*, noise, n_tokens, d, beta, taus, L, n_traj, tol, seed):
     """One (noise, N): mean overlap, clusters and antipodal pairs at each clock ``taus``."""
     taus = np.asarray(taus, float)
-    T = float(taus.max())
     ds = simulate(ModelConfig(d=d, beta=beta, kind="random_attention", noise=noise),
-                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, times=tuple(taus),
-                            seed=seed, n_threads=cell_threads()))
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=float(taus.max()),
+                            times=tuple(taus), seed=seed, n_threads=cell_threads()))
     g = ds.gram_t.values                                  # (trajectory, time, N, N)
     iu = np.triu_indices(n_tokens, 1)
     pairs = g[:, :, iu[0], iu[1]]                         # (trajectory, time, pairs)
-    m = pairs.mean(axis=-1)                               # mean overlap over the pairs i < j
-    anti = (np.min(1.0 + pairs, axis=-1) < tol).astype(float)
-    k = _clusters(g, tol).astype(float)
-    se = lambda a: a.std(axis=0, ddof=1) / math.sqrt(n_traj)  # noqa: E731
-    return {"mean_overlap": m.mean(0), "mean_overlap_se": se(m), "antipodal": anti.mean(0),
-            "antipodal_se": se(anti), "clusters": k.mean(0), "clusters_se": se(k),
-            "n_traj": n_traj}
+    per_run = {"mean_overlap": pairs.mean(axis=-1),       # mean overlap over the pairs i < j
+               "antipodal": (np.min(1.0 + pairs, axis=-1) < tol).astype(float),
+               "clusters": n_clusters(g, tol).astype(float)}
+    out = {"n_traj": n_traj}
+    for name, values in per_run.items():
+        out[name] = values.mean(0)
+        out[f"{name}_se"] = values.std(axis=0, ddof=1) / math.sqrt(n_traj)
+    return out
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run both noises at two and at many tokens, then the two-token limits."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+def run(knobs, sweeps):
+    """Both noises at two tokens and at ``many_tokens`` (part ``many``; its variables with the
+    prefix ``many_``), with the two-token limits of both noises."""
     series = ("mean_overlap", "mean_overlap_se", "antipodal", "antipodal_se", "clusters",
               "clusters_se")
-    layout = dict(output_dims={k: ("tau",) for k in series},
-                  output_coords={"tau": np.asarray(knobs["taus"], float)})
     common = dict(d=knobs["d"], beta=knobs["beta"], taus=tuple(knobs["taus"]), L=knobs["L"],
                   tol=knobs["tol"])
-    pairs = figure_sweep(__name__, scale, {"noise": list(NOISES)},
-                         fixed=dict(common, n_tokens=2, n_traj=knobs["n_pairs"]),
-                         seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                         progress=progress, **layout)
-    many = figure_sweep(__name__, scale, {"noise": list(NOISES)},
-                        fixed=dict(common, n_tokens=knobs["many_tokens"], n_traj=knobs["n_many"]),
-                        seed=knobs["seed"] + 1, part="many", scheduler=scheduler,
-                        cache_dir=cache_dir, progress=progress, **layout)
-    return _finish(pairs, scale, many=many, knobs=knobs)
-
-
-def _finish(pairs, scale, *, many, knobs):
-    """Both sweeps in one dataset (prefix ``many_`` for N tokens) with the pair limits."""
+    parts = {}
+    for part, n_tokens, n_traj, seed in ((None, 2, "n_pairs", 0),
+                                         ("many", knobs["many_tokens"], "n_many", 1)):
+        parts[part] = sweeps({"noise": list(NOISES)},
+                             fixed=dict(common, n_tokens=n_tokens, n_traj=knobs[n_traj]),
+                             seed=knobs["seed"] + seed, part=part,
+                             output_dims={k: ("tau",) for k in series},
+                             output_coords={"tau": np.asarray(knobs["taus"], float)})
+    pairs, many = parts[None], parts["many"]
     ds = pairs.copy()
     for name in many.data_vars:
         ds[f"many_{name}"] = many[name]
-    taus = ds.tau.values
-    d, beta, tol = knobs["d"], knobs["beta"], knobs["tol"]
     for noise, model in (("common", "random_attention"),
                          ("independent", "random_attention_independent")):
-        mean, _, _, err = overlap_moments(taus, beta, d, model=model)
-        anti, err_a = antipodal_by(taus, beta, d, model=model, tol=tol)
+        mean, _, _, err = overlap_moments(ds.tau.values, knobs["beta"], knobs["d"], model=model)
+        anti, err_a = antipodal_by(ds.tau.values, knobs["beta"], knobs["d"], model=model,
+                                   tol=knobs["tol"])
         ds[f"limit_mean_{noise}"] = (("tau",), mean)
         ds[f"limit_antipodal_{noise}"] = (("tau",), anti)
         ds.attrs[f"limit_error_{noise}"] = float(max(np.max(err), np.max(err_a)))
-    ds.attrs.update(scale=scale, figure=ID, many_tokens=knobs["many_tokens"],
-                    n_many=knobs["n_many"], n_pairs=knobs["n_pairs"], cell_time_s=float(
-                        pairs.attrs.get("cell_time_s", 0.0)) + float(many.attrs.get("cell_time_s", 0.0)))
+    ds.attrs.update(many_tokens=knobs["many_tokens"], n_many=knobs["n_many"],
+                    n_pairs=knobs["n_pairs"],
+                    cell_time_s=sum(float(p.attrs.get("cell_time_s", 0.0)) for p in parts.values()))
     return ds
-
-
-#: Seconds per trajectory-layer (both noises, two and eight tokens together, d = 4), measured
-#: on the committed paper run (64 s of cell time).
-SECONDS_PER_WORK = 3.24e-7
 
 
 def work(knobs) -> float:
@@ -143,43 +110,41 @@ def work(knobs) -> float:
 
 
 def measured_work(ds):
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
     knobs = {"L": int(ds.attrs["fixed_L"]), "taus": list(ds.tau.values),
              "n_pairs": int(ds.attrs["n_pairs"]), "n_many": int(ds.attrs["n_many"]),
              "many_tokens": int(ds.attrs["many_tokens"])}
     return float(ds.attrs["cell_time_s"]), work(knobs)
 
 
-cost = cost_function(__name__)
+def _pair_agreement(ds, noise):
+    """The largest |z| of the two-token mean overlap and antipodal probability of ``noise``
+    against its limit.  The antipodal probability's s.e. is at least the binomial one of the
+    limit's value, and the limit's own error (for independent noise, the leak of the grid's
+    ends) is added in quadrature."""
+    sub, limit = ds.sel(noise=noise), ds[f"limit_antipodal_{noise}"].values
+    error = float(ds.attrs[f"limit_error_{noise}"])
+    zm = (sub.mean_overlap - ds[f"limit_mean_{noise}"]) / sub.mean_overlap_se
+    se_a = np.maximum(sub.antipodal_se.values,
+                      np.sqrt(np.maximum(limit, 1e-12) * (1 - limit) / float(sub.n_traj)))
+    za = (sub.antipodal.values - limit) / np.hypot(se_a, error)
+    out = dict(max_abs_z_mean=float(np.max(np.abs(zm.values))),
+               max_abs_z_antipodal=float(np.max(np.abs(za))), limit_error=error)
+    out["agree"] = bool(max(out["max_abs_z_mean"], out["max_abs_z_antipodal"]) <= AGREE_Z)
+    return out
 
 
 def summary(ds) -> dict:
     """Agreement of both two-token models with their limits, and the contrasts.
 
-    ``pairs``: for each noise the largest |z| of the mean overlap and of the antipodal
-    probability against the limit (``agree``: both within :data:`AGREE_Z`).  ``contrast``: at
-    the longest clock, the two-token mean overlap, the antipodal probability, and at N
-    tokens the mean overlap, the mean number of clusters and the antipodal probability, for
-    both noises.
+    ``pairs``: for each noise :func:`_pair_agreement` (``agree``: both |z| within
+    :data:`AGREE_Z`).  ``contrast``: at the longest clock, the two-token mean overlap, the
+    antipodal probability, and at N tokens the mean overlap, the mean number of clusters and
+    the antipodal probability, for both noises.
     """
-    out = {"pairs": {}, "contrast": {}}
+    out = {"pairs": {noise: _pair_agreement(ds, noise) for noise in NOISES}, "contrast": {}}
     for noise in NOISES:
-        sub = ds.sel(noise=noise)
-        zm = (sub.mean_overlap - ds[f"limit_mean_{noise}"]) / sub.mean_overlap_se
-        se_a = np.maximum(sub.antipodal_se.values,
-                          np.sqrt(np.maximum(ds[f"limit_antipodal_{noise}"].values, 1e-12)
-                                  * (1 - ds[f"limit_antipodal_{noise}"].values)
-                                  / float(sub.n_traj)))
-        # the limit's own error (for independent noise, the leak of the grid's ends) in
-        # quadrature
-        se_a = np.hypot(se_a, float(ds.attrs[f"limit_error_{noise}"]))
-        za = (sub.antipodal.values - ds[f"limit_antipodal_{noise}"].values) / se_a
-        out["pairs"][noise] = dict(max_abs_z_mean=float(np.max(np.abs(zm.values))),
-                                   max_abs_z_antipodal=float(np.max(np.abs(za))),
-                                   limit_error=float(ds.attrs[f"limit_error_{noise}"]))
-        out["pairs"][noise]["agree"] = bool(max(out["pairs"][noise]["max_abs_z_mean"],
-                                                out["pairs"][noise]["max_abs_z_antipodal"])
-                                            <= AGREE_Z)
-        last = sub.isel(tau=-1)
+        last = ds.sel(noise=noise).isel(tau=-1)
         out["contrast"][noise] = dict(
             pair_mean=float(last.mean_overlap), pair_antipodal=float(last.antipodal),
             pair_limit_mean=float(ds[f"limit_mean_{noise}"].values[-1]),
@@ -195,41 +160,55 @@ def summary(ds) -> dict:
     return out
 
 
+def phrases(stats) -> dict:
+    """The page's words: ``verdict``, whether both two-token models agree with their limits."""
+    return {"verdict": "agree with" if stats["all_agree"] else "do not all agree with"}
+
+
 def plot(ds):
     """(a) two tokens with the limits; (b) many tokens: mean overlap and clusters."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     s = summary(ds)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
-    tau = ds.tau.values
-    colours = {"common": "#4c78a8", "independent": "#f58518"}
-    for noise in NOISES:
+    tau, n = ds.tau.values, s["many_tokens"]
+    for noise, c in zip(NOISES, ("#4c78a8", "#f58518")):
         sub = ds.sel(noise=noise)
-        c = colours[noise]
-        ax.errorbar(tau, sub.mean_overlap, yerr=2 * sub.mean_overlap_se, fmt="o", color=c,
-                    ms=4, capsize=2, label=f"{noise}: mean overlap")
+        bars = dict(color=c, ms=4, capsize=2)
+        ax.errorbar(tau, sub.mean_overlap, yerr=2 * sub.mean_overlap_se, fmt="o", **bars,
+                    label=f"{noise}: mean overlap")
         ax.plot(tau, ds[f"limit_mean_{noise}"], color=c, lw=1)
-        ax.errorbar(tau, sub.antipodal, yerr=2 * sub.antipodal_se, fmt="s", color=c, mfc="white",
-                    ms=4, capsize=2, label=f"{noise}: P(antipodal)")
+        ax.errorbar(tau, sub.antipodal, yerr=2 * sub.antipodal_se, fmt="s", mfc="white", **bars,
+                    label=f"{noise}: P(antipodal)")
         ax.plot(tau, ds[f"limit_antipodal_{noise}"], color=c, lw=1, ls="--")
         axb.errorbar(tau, sub.many_mean_overlap, yerr=2 * sub.many_mean_overlap_se, fmt="o-",
-                     color=c, ms=4, capsize=2, lw=1, label=f"{noise}: mean overlap")
-        axb.errorbar(tau, sub.many_clusters / s["many_tokens"],
-                     yerr=2 * sub.many_clusters_se / s["many_tokens"], fmt="s--", color=c,
-                     mfc="white", ms=4, capsize=2, lw=1, label=f"{noise}: clusters / N")
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
-
-    ax.set(xscale="log", xlabel=r"noise clock $\tau$",
-           ylabel=r"mean overlap $E R_\tau$;  P($1 + R_\tau$ < tol)",
+                     lw=1, **bars, label=f"{noise}: mean overlap")
+        axb.errorbar(tau, sub.many_clusters / n, yerr=2 * sub.many_clusters_se / n, fmt="s--",
+                     mfc="white", lw=1, **bars, label=f"{noise}: clusters / N")
+    ax.set(ylabel=r"mean overlap $E R_\tau$;  P($1 + R_\tau$ < tol)",
            title=f"two tokens, d = {s['d']}, $\\beta$ = {s['beta']:g} (lines: limits; "
                  f"{s['n_pairs']:,} pairs)")
-    ax.legend(fontsize=7)
-    axb.set(xscale="log", xlabel=r"noise clock $\tau$",
-            ylabel="mean pair overlap;  clusters / N",
-            title=f"{s['many_tokens']} tokens ({s['n_many']:,} trajectories; bars 2 s.e.)")
+    axb.set(ylabel="mean pair overlap;  clusters / N",
+            title=f"{n} tokens ({s['n_many']:,} trajectories; bars 2 s.e.)")
     for a in (ax, axb):
+        a.set(xscale="log", xlabel=r"noise clock $\tau$")
         a.set_xticks(tau)
         a.xaxis.set_major_formatter(ScalarFormatter())
         a.xaxis.set_minor_formatter(NullFormatter())
-    axb.legend(fontsize=7)
+        a.legend()
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_noise", source="followup",
+    description="random keys and queries: common noise (shared weights) against independent "
+                "noise (each token its own), overlaps, clusters and antipodal pairs",
+    scales=SCALES,
+    schema={"d": integer(3, 64), "beta": real(0.0, 20.0), "many_tokens": integer(3, 64),
+            "tol": real(0.0, 0.5, strict_min=True), "taus": reals(0.0, 64.0, strict_min=True),
+            "L": integer(1, 1 << 14), "n_pairs": integer(2), "n_many": integer(2)},
+    cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

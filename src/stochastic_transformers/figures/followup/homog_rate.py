@@ -1,9 +1,10 @@
 r"""The follow-up's Theorem 1 rate, measured: the weak error of the non-centred chain against the step.
 
-The model is the turning group of :mod:`.homog_limits` (d = 3, four fixed tokens, one head,
-:math:`\bar A = I` exactly, :math:`\bar V = vI + wJ`) at a fixed horizon :math:`t_L = \eta L`,
-with :math:`\eta = 2^{-k}` and the observable :math:`\varphi(X) = \frac1N\sum_i\langle x_i, e_1\rangle`
-at :math:`t_L`.  Two regimes of the follow-up's Theorem 1:
+The model is the turning group of :mod:`.homog_limits`
+(:func:`stochastic_transformers.limits.turning_group`) at a fixed horizon :math:`t_L = \eta L`,
+with :math:`\eta = 2^{-k}` and the observable :math:`\varphi`
+(:func:`~stochastic_transformers.limits.phase`) at :math:`t_L`.  Two regimes of the
+follow-up's Theorem 1:
 
 *ODE II regime* (no noise, :math:`\sigma = 0`: the case :math:`\alpha = 0` of the bound
 :math:`Ce^{Ct_L}\eta(t_L+1)\max(\eta,\alpha)`).  The chain is deterministic, and its distance
@@ -27,18 +28,13 @@ import math
 
 import numpy as np
 
-from .. import simulate
-from ..config import ModelConfig, RunConfig
-from ..limits import ode_path, sde_paths
-from ..stats import log_log_slope
-from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
-                   resolve_scale)
-from .homog_limits import mean_value_matrix, start_tokens
-
-ID = "homog_rate"
-CELL_VERSION = "1"
-DESCRIPTION = ("non-centred random attention: the order of the weak error in eta at fixed t_L "
-               "(follow-up's Theorem 1), noise-free (ODE II) and diffusive")
+from ... import simulate
+from ...config import RunConfig
+from ...limits import ode_path, phase, sde_paths, turning_group, upper_hemisphere_tokens
+from ...stats import log_log_slope
+from ..base import cell_threads, laid_out
+from ..knobs import integer, integers, real
+from ..spec import Figure
 
 REGIMES = ("ode2", "diffusive")
 _BASE = dict(d=3, n_tokens=4, beta=1.0, attract=0.5, turn=1.0, t_final=2.0, noise_clock=0.25,
@@ -50,17 +46,32 @@ SCALES = {
     "paper": dict(_BASE, ks=(2, 3, 4, 5, 6, 7, 8, 9, 10), k_max_diffusive=7, n_traj=400_000,
                   sde_paths=40_000),
 }
-KNOB_SCHEMA = {"ks": integers(1, 14), "k_max_diffusive": integer(2, 14), "d": integer(3, 16),
-               "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
-               "turn": real(-5.0, 5.0), "t_final": real(0.0, 64.0, strict_min=True),
-               "noise_clock": real(0.0, 16.0, strict_min=True),
-               "sde_step": real(0.0, 1.0, strict_min=True), "sde_paths": integer(2),
-               "n_traj": integer(2)}
+#: Seconds per trajectory-layer of the diffusive runs (four tokens, d = 3), measured on the
+#: committed paper run (263 s of cell time).
+SECONDS_PER_WORK = 1.30e-6
+#: An order agrees with its prediction when within this many standard errors of it ...
+ORDER_Z = 3.0
+#: ... or, for the deterministic (noise-free) errors, whose fit's standard error only
+#: measures the curvature left in three points, within this distance.
+ORDER_TOL_DETERMINISTIC = 0.1
+#: The noise-free errors and the order each candidate's is predicted to have (the printed
+#: ODE II is first order here, as its missing term c b is not 0).
+NOISE_FREE = {"ode1": 1.0, "ode2": 2.0, "ode2_printed": 1.0}
 
 
-def _model(eta, sigma, d, beta, attract, turn):
-    return ModelConfig(d=d, beta=beta, kind="random_attention", eta=eta, sigma=sigma,
-                       sigma_qk=0.0, mean_qk=1.0, mean_v=mean_value_matrix(d, attract, turn))
+def _whole_layers(knobs):
+    for k in knobs["ks"]:
+        layers = knobs["t_final"] * 2.0 ** k
+        if abs(layers - round(layers)) > 1e-9 * layers:
+            raise ValueError(f"t_final * 2^k must be a whole number of layers for every k of "
+                             f"ks; got t_final = {knobs['t_final']} at k = {k}")
+
+
+def _model(eta, t_final, noise_clock, d, beta, attract, turn):
+    """The turning group at step eta, with no noise (noise_clock None) or with the noise
+    per unit time alpha = eta sigma^2 that makes t_final * alpha = noise_clock."""
+    sigma = 0.0 if noise_clock is None else math.sqrt(noise_clock / (t_final * eta))
+    return turning_group(d, beta, attract, turn, eta=eta, sigma=sigma)
 
 
 def cell(*, regime, k, n_traj, d, n_tokens, beta, attract, turn, t_final, noise_clock,
@@ -69,60 +80,38 @@ def cell(*, regime, k, n_traj, d, n_tokens, beta, attract, turn, t_final, noise_
     the three ODE values."""
     eta = 2.0 ** (-k)
     layers = int(round(t_final / eta))
-    x0 = start_tokens(n_tokens, d)
+    x0 = upper_hemisphere_tokens(n_tokens, d)
     nan = float("nan")
     out = {"eta": eta, "layers": layers, "chain": nan, "chain_se": nan, "ode1": nan,
            "ode2": nan, "ode2_printed": nan, "n_traj": 0}
-    if regime == "ode2":
-        model = _model(eta, 0.0, d, beta, attract, turn)
-        n = 1
-    else:
-        if k > k_max_diffusive:
-            return out
-        # alpha = eta sigma^2 with t_final * alpha = noise_clock
-        model = _model(eta, math.sqrt(noise_clock / (t_final * eta)), d, beta, attract, turn)
-        n = n_traj
+    if regime == "diffusive" and k > k_max_diffusive:
+        return out
+    noise_free = regime == "ode2"
+    model = _model(eta, t_final, None if noise_free else noise_clock, d, beta, attract, turn)
+    n = 1 if noise_free else n_traj
     ds = simulate(model, RunConfig(n_tokens=n_tokens, n_traj=n, L=layers, T=1.0, seed=seed,
                                    x0=np.broadcast_to(x0, (n, n_tokens, d)).copy(),
                                    n_threads=cell_threads()))
-    phi = ds.tokens.values[..., 0].mean(axis=-1)
+    phi = phase(ds.tokens.values)
     out.update(chain=float(phi.mean()), n_traj=n,
                chain_se=float(phi.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0)
-    if regime == "ode2":
+    if noise_free:
         t = [0.0, t_final]
-        out["ode1"] = float(ode_path(x0, model, t)[-1][:, 0].mean())
-        out["ode2"] = float(ode_path(x0, model, t, eta=eta)[-1][:, 0].mean())
-        out["ode2_printed"] = float(ode_path(x0, model, t, eta=eta, form="printed")[-1][:, 0].mean())
+        out["ode1"] = float(phase(ode_path(x0, model, t)[-1]))
+        out["ode2"] = float(phase(ode_path(x0, model, t, eta=eta)[-1]))
+        out["ode2_printed"] = float(phase(ode_path(x0, model, t, eta=eta, form="printed")[-1]))
     return out
 
 
-def _fit(eta, err, se=None):
-    """Slope of log|err| on log eta and its s.e. (:func:`.stats.log_log_slope`: weighted by
-    the s.e. when given, from the residuals otherwise)."""
-    slope, slope_se, _ = log_log_slope(eta, err, se)
-    return slope, slope_se
-
-
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (regime, k) sweep, then the SDE reference of the diffusive regime."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    for k in knobs["ks"]:
-        layers = knobs["t_final"] * 2.0 ** k
-        if abs(layers - round(layers)) > 1e-9 * layers:
-            raise ValueError(f"t_final * 2^k must be a whole number of layers for every k of "
-                             f"ks; got t_final = {knobs['t_final']} at k = {k}")
-    grid = {"regime": list(REGIMES), "k": list(knobs["ks"])}
-    fixed = {k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract", "turn",
-                                   "t_final", "noise_clock", "k_max_diffusive")}
-    ds = figure_sweep(__name__, scale, grid, fixed=fixed, seed=knobs["seed"],
-                      scheduler=scheduler, cache_dir=cache_dir, progress=progress)
-    return _finish(ds, scale, knobs=knobs)
-
-
-def _finish(ds, scale, *, knobs):
-    """Errors and orders of both regimes, and the SDE reference."""
+def run(knobs, sweeps):
+    """The (regime, k) sweep, then the errors, the differences and the SDE reference."""
+    ds = sweeps({"regime": list(REGIMES), "k": list(knobs["ks"])},
+                fixed={k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract",
+                                             "turn", "t_final", "noise_clock",
+                                             "k_max_diffusive")},
+                seed=knobs["seed"])
     ode = ds.sel(regime="ode2")
-    for c in ("ode1", "ode2", "ode2_printed"):
+    for c in NOISE_FREE:
         ds[f"err_{c}"] = ode.chain - ode[c]
     diff = ds.sel(regime="diffusive")
     keep = np.isfinite(diff.chain.values)
@@ -133,26 +122,23 @@ def _finish(ds, scale, *, knobs):
     ds["diff_pair_se"] = (("k_pair",), np.hypot(se[:-1], se[1:]))
     ds["richardson"] = (("k_pair",), 2.0 * phi[1:] - phi[:-1])
     ds["richardson_se"] = (("k_pair",), np.hypot(2.0 * se[1:], se[:-1]))
-    # the limit SDE (drift b, no modified drift) by the fine weak scheme
-    x0 = start_tokens(knobs["n_tokens"], knobs["d"])
-    eta_ref = knobs["sde_step"]
-    t_final = knobs["t_final"]
-    model = _model(2.0 ** (-float(ks[-1])), math.sqrt(knobs["noise_clock"] / (t_final * 2.0 ** (-float(ks[-1])))),
-                   knobs["d"], knobs["beta"], knobs["attract"], knobs["turn"])
-    # the SDE's noise per unit time is eta sigma^2 (fixed): any eta with that product serves
-    paths = sde_paths(x0, model, model.eta, [0.0, t_final], knobs["sde_paths"],
-                      substeps=max(1, int(round(model.eta / eta_ref))), seed=knobs["seed"] + 7,
-                      drift_correction=False)[-1][..., 0].mean(axis=-1)
-    ds.attrs.update(sde_mean=float(paths.mean()),
-                    sde_se=float(paths.std(ddof=1) / math.sqrt(paths.size)),
-                    sde_step=float(model.eta / max(1, int(round(model.eta / eta_ref)))),
-                    scale=scale, figure=ID)
+    ds.attrs.update(_sde_reference(knobs, 2.0 ** (-float(ks[-1]))))
     return ds
 
 
-#: Seconds per trajectory-layer of the diffusive runs (four tokens, d = 3), measured on the
-#: committed paper run (263 s of cell time).
-SECONDS_PER_WORK = 1.30e-6
+def _sde_reference(knobs, eta):
+    """E phi at t_final of the limit SDE (drift b, no modified drift) by the fine weak scheme:
+    its noise per unit time is eta sigma^2 (fixed), so any eta with that product serves."""
+    model = _model(eta, knobs["t_final"], knobs["noise_clock"], knobs["d"], knobs["beta"],
+                   knobs["attract"], knobs["turn"])
+    substeps = max(1, int(round(model.eta / knobs["sde_step"])))
+    paths = phase(sde_paths(upper_hemisphere_tokens(knobs["n_tokens"], knobs["d"]), model,
+                            model.eta, [0.0, knobs["t_final"]], knobs["sde_paths"],
+                            substeps=substeps, seed=knobs["seed"] + 7,
+                            drift_correction=False)[-1])
+    return dict(sde_mean=float(paths.mean()),
+                sde_se=float(paths.std(ddof=1) / math.sqrt(paths.size)),
+                sde_step=float(model.eta / substeps))
 
 
 def work(knobs) -> float:
@@ -162,86 +148,96 @@ def work(knobs) -> float:
 
 
 def measured_work(ds):
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
     knobs = {"n_traj": int(ds.n_traj.max()), "ks": [int(k) for k in ds.k.values],
              "k_max_diffusive": int(ds.attrs.get("fixed_k_max_diffusive", max(ds.k.values))),
              "t_final": float(ds.attrs["fixed_t_final"])}
     return float(ds.attrs["cell_time_s"]), work(knobs)
 
 
-cost = cost_function(__name__)
-
-#: An order agrees with its prediction when within this many standard errors of it ...
-ORDER_Z = 3.0
-#: ... or, for the deterministic (noise-free) errors, whose fit's standard error only
-#: measures the curvature left in three points, within this distance.
-ORDER_TOL_DETERMINISTIC = 0.1
-
-
 def summary(ds) -> dict:
-    """Fitted orders of both regimes with their standard errors, against the predictions
-    (ODE I: 1, ODE II ours: 2, printed: 1 here, as c != 0; diffusive: 1), and the limit check."""
-    ode = ds.sel(regime="ode2")
-    eta = ode.eta.values
-    out = {"orders": {}}
+    """Fitted orders of both regimes with their standard errors
+    (:func:`stochastic_transformers.stats.log_log_slope`), against the predictions
+    (:data:`NOISE_FREE`; diffusive: 1), and the limit check."""
+    eta = ds.sel(regime="ode2").eta.values
+    orders = {}
     # the three smallest steps of the noise-free chain: the asymptotic order (the larger
     # steps are pre-asymptotic: the ratios of successive ODE II errors climb from 3.4 to 4)
-    tail = slice(-3, None)
-    for c, want in (("ode1", 1.0), ("ode2", 2.0), ("ode2_printed", 1.0)):
-        s, se = _fit(eta[tail], ds[f"err_{c}"].values[tail])
-        out["orders"][c] = dict(order=s, se=se, predicted=want,
-                                holds=bool(abs(s - want) <= max(ORDER_Z * se, ORDER_TOL_DETERMINISTIC)),
-                                err_smallest=float(abs(ds[f"err_{c}"].values[-1])))
-    etas_pair = 2.0 ** (-ds.k_pair.values.astype(float))
-    s, se = _fit(etas_pair, ds.diff_pair.values, ds.diff_pair_se.values)
-    out["orders"]["diffusive"] = dict(order=s, se=se, predicted=1.0,
-                                      holds=bool(abs(s - 1.0) <= ORDER_Z * se))
+    for c, want in NOISE_FREE.items():
+        s, se, _ = log_log_slope(eta[-3:], ds[f"err_{c}"].values[-3:])
+        orders[c] = dict(order=s, se=se, predicted=want,
+                         holds=bool(abs(s - want) <= max(ORDER_Z * se, ORDER_TOL_DETERMINISTIC)),
+                         err_smallest=float(abs(ds[f"err_{c}"].values[-1])))
+    s, se, _ = log_log_slope(2.0 ** (-ds.k_pair.values.astype(float)), ds.diff_pair.values,
+                             ds.diff_pair_se.values)
+    orders["diffusive"] = dict(order=s, se=se, predicted=1.0,
+                               holds=bool(abs(s - 1.0) <= ORDER_Z * se))
     rich, rich_se = float(ds.richardson.values[-1]), float(ds.richardson_se.values[-1])
     sde, sde_se = float(ds.attrs["sde_mean"]), float(ds.attrs["sde_se"])
-    out["limit"] = dict(richardson=rich, richardson_se=rich_se, sde=sde, sde_se=sde_se,
-                        z=(rich - sde) / math.hypot(rich_se, sde_se),
-                        sde_step=float(ds.attrs["sde_step"]))
-    out.update(eta_min_ode=float(eta.min()), eta_max=float(eta.max()),
-               eta_min_diffusive=float(2.0 ** -float(ds.k_pair.values.max() + 1)),
-               n_traj=int(ds.n_traj.max()), t_final=float(ds.attrs["fixed_t_final"]),
-               noise_clock=float(ds.attrs["fixed_noise_clock"]), order_z=ORDER_Z,
-               order_tol=ORDER_TOL_DETERMINISTIC,
-               all_hold=all(v["holds"] for v in out["orders"].values()))
-    return out
+    return {"orders": orders,
+            "limit": dict(richardson=rich, richardson_se=rich_se, sde=sde, sde_se=sde_se,
+                          z=(rich - sde) / math.hypot(rich_se, sde_se),
+                          sde_step=float(ds.attrs["sde_step"])),
+            "eta_min_ode": float(eta.min()), "eta_max": float(eta.max()),
+            "eta_min_diffusive": float(2.0 ** -float(ds.k_pair.values.max() + 1)),
+            "n_traj": int(ds.n_traj.max()), "t_final": float(ds.attrs["fixed_t_final"]),
+            "noise_clock": float(ds.attrs["fixed_noise_clock"]), "order_z": ORDER_Z,
+            "order_tol": ORDER_TOL_DETERMINISTIC,
+            "all_hold": all(v["holds"] for v in orders.values())}
+
+
+def phrases(stats) -> dict:
+    """The page's words: ``verdict``, whether every fitted order agrees with its prediction."""
+    return {"verdict": "agrees with" if stats["all_hold"] else "does not all agree with"}
 
 
 def plot(ds):
     """(a) noise-free errors against eta; (b) the diffusive differences against eta."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     s = summary(ds)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
-    ode = ds.sel(regime="ode2")
-    eta = ode.eta.values
+    eta = ds.sel(regime="ode2").eta.values
     for c, mk, name in (("ode1", "o", "ODE I"), ("ode2", "s", "ODE II (ours)"),
                         ("ode2_printed", "x", "ODE II (printed)")):
-        o = s["orders"][c]
         ax.loglog(eta, np.abs(ds[f"err_{c}"].values), marker=mk, ls="-", lw=1,
-                  label=f"{name}: order {o['order']:.2f}")
+                  label=f"{name}: order {s['orders'][c]['order']:.2f}")
     for p, c, ls in ((1, "err_ode1", ":"), (2, "err_ode2", "--")):
         # anchored at the smallest step, offset by a factor 3 to stay visible
         ref = 3.0 * np.abs(ds[c].values[-1]) * (eta / eta[-1]) ** p
         ax.loglog(eta, ref, color="0.5", ls=ls, lw=0.8, label=fr"$\propto\eta^{p}$")
     ax.set(xlabel=r"step $\eta$", ylabel=r"$|\varphi(X^\eta_{t_L}) - \varphi(Y_{t_L})|$",
            title=f"noise-free chain, $t_L$ = {s['t_final']:g}")
-    ax.legend(fontsize=7)
     etas_pair = 2.0 ** (-ds.k_pair.values.astype(float))
+    diffusive = s["orders"]["diffusive"]
     axb.errorbar(etas_pair, np.abs(ds.diff_pair.values), yerr=2 * ds.diff_pair_se.values,
                  fmt="o", capsize=2, label=fr"$|E\varphi(\eta) - E\varphi(\eta/2)|$: order "
-                                          fr"{s['orders']['diffusive']['order']:.2f} $\pm$ "
-                                          f"{s['orders']['diffusive']['se']:.2f}")
-    ref = np.abs(ds.diff_pair.values[0]) * etas_pair / etas_pair[0]
-    axb.plot(etas_pair, ref, color="0.6", ls=":", lw=0.8, label=r"$\propto\eta$")
-    from matplotlib.ticker import NullFormatter
-
+                                          fr"{diffusive['order']:.2f} $\pm$ {diffusive['se']:.2f}")
+    axb.plot(etas_pair, np.abs(ds.diff_pair.values[0]) * etas_pair / etas_pair[0], color="0.6",
+             ls=":", lw=0.8, label=r"$\propto\eta$")
     axb.set(xscale="log", yscale="log", xlabel=r"step $\eta$",
             ylabel="difference of successive steps",
             title=fr"diffusive, $t_L\alpha$ = {s['noise_clock']:g} "
                   f"({s['n_traj']:,} runs a step; bars 2 s.e.)")
     axb.xaxis.set_minor_formatter(NullFormatter())
-    axb.legend(fontsize=7)
+    for a in (ax, axb):
+        a.legend()
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_rate", source="followup",
+    description="non-centred random attention: the order of the weak error in eta at fixed t_L "
+                "(follow-up's Theorem 1), noise-free (ODE II) and diffusive",
+    scales=SCALES,
+    schema={"ks": integers(1, 14), "k_max_diffusive": integer(2, 14), "d": integer(3, 16),
+            "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
+            "turn": real(-5.0, 5.0), "t_final": real(0.0, 64.0, strict_min=True),
+            "noise_clock": real(0.0, 16.0, strict_min=True),
+            "sde_step": real(0.0, 1.0, strict_min=True), "sde_paths": integer(2),
+            "n_traj": integer(2)},
+    plan=_whole_layers, cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

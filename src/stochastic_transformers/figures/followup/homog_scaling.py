@@ -14,31 +14,28 @@ Theorem 2).  This figure runs N tokens from the simplex Gram matrix
 for N from 4 to 64, and measures the clock :math:`t_{1/2}` at which the mean off-diagonal
 overlap :math:`\gamma` reaches 1/2 (the collapse half-way), against the scalar dynamics of
 :func:`stochastic_transformers.homogenized.simplex_path` (ours) and the logistic law
-(:func:`logistic_half_time`).  The keys and queries have :math:`\sigma_{qk} = 1`, so the
-scores spread by about :math:`\beta\sqrt d`: about b on the hemisphere scaling, and
-:math:`d\sqrt{\kappa/N}` (64 down to 16 at d = 128) on the simplex scaling.  A clustering
-*mitigated* by the scaling shows as a :math:`t_{1/2}` that grows with N beyond the logistic
-law's.
+(:func:`stochastic_transformers.homogenized.logistic_half_time`).  The keys and queries have
+:math:`\sigma_{qk} = 1`, so the scores spread by about :math:`\beta\sqrt d`: about b on the
+hemisphere scaling, and :math:`d\sqrt{\kappa/N}` (64 down to 16 at d = 128) on the simplex
+scaling.  A clustering *mitigated* by the scaling shows as a :math:`t_{1/2}` that grows with
+N beyond the logistic law's.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
-from .. import simulate
-from ..config import ModelConfig, RunConfig
-from ..homogenized import simplex_path
-from ..stats import log_log_slope
-from .base import (cell_threads, cost_function, figure_sweep, integer, integers, laid_out, real,
-                   resolve_scale)
-from .homog_simplex import simplex_tokens
-
-ID = "homog_scaling"
-CELL_VERSION = "1"
-DESCRIPTION = ("random keys and queries: the collapse time as N grows with beta on the "
-               "follow-up's scalings (hemisphere beta ~ d^-1/2, simplex beta^2 N / d fixed)")
+from ... import simulate
+from ...config import ModelConfig, RunConfig
+from ...homogenized import logistic_half_time, simplex_path, simplex_tokens
+from ...stats import log_log_slope
+from ..base import cell_threads, laid_out
+from ..knobs import all_of, integer, integers, real
+from ..spec import Figure
+from .clock import on_schedule, schedule
 
 SCALINGS = ("hemisphere", "simplex")
 _BASE = dict(b=1.0, kappa=1.0, gamma0=0.1, t_max=16.0, n_times=33, seed=0)
@@ -50,17 +47,16 @@ SCALES = {
     "paper": dict(_BASE, dims=(128, 256), Ns=(4, 8, 16, 32, 64), n_layers=640, n_traj=400,
                   theory_samples=3000),
 }
-KNOB_SCHEMA = {"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
-               "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
-               "n_times": integer(3, 201), "dims": integers(3, 1024), "Ns": integers(2, 256),
-               "n_layers": integer(1), "n_traj": integer(2), "theory_samples": integer(100)}
 #: The collapse is *mitigated* by a scaling when t_1/2 grows with N faster than the logistic
-#: law's (:func:`logistic_half_time`, which itself rises with N through the diagonal's share
-#: 1/N of the mean overlap): the slope of log(t_1/2 / logistic t_1/2) against log N above 0
-#: by GROWTH_Z standard errors (inflated by the fit's chi^2 per degree of freedom when above
-#: 1).  A ratio that stays flat, at whatever level (finite-temperature offsets), is not a
-#: slowing.
+#: law's (:func:`~stochastic_transformers.homogenized.logistic_half_time`, which itself rises
+#: with N through the diagonal's share 1/N of the mean overlap): the slope of
+#: log(t_1/2 / logistic t_1/2) against log N above 0 by GROWTH_Z standard errors (inflated by
+#: the fit's chi^2 per degree of freedom when above 1).  A ratio that stays flat, at whatever
+#: level (finite-temperature offsets), is not a slowing.
 GROWTH_Z = 3.0
+#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run (1,905 s
+#: of cell time over both dimensions).
+SECONDS_PER_WORK = 7.82e-8
 
 
 def beta_for(scaling, n_tokens, d, b, kappa):
@@ -68,30 +64,24 @@ def beta_for(scaling, n_tokens, d, b, kappa):
     return b / math.sqrt(d) if scaling == "hemisphere" else math.sqrt(kappa * d / n_tokens)
 
 
-def _check(knobs):
-    bad = [n for n in knobs["Ns"] if n >= min(knobs["dims"])]
+def _below_dims(name, value, knobs):
+    """The check of ``Ns``: every N below every d of ``dims`` (the simplex needs N + 1
+    directions)."""
+    bad = [n for n in value if n >= min(knobs["dims"])]
     if bad:
-        raise ValueError(f"Ns must be below every d of dims (the simplex needs N + 1 "
+        raise ValueError(f"{name} must be below every d of dims (the simplex needs N + 1 "
                          f"directions; smallest d = {min(knobs['dims'])}); got {bad}")
-    if knobs["n_layers"] % (knobs["n_times"] - 1):
-        raise ValueError("n_times - 1 must divide n_layers")
-    for d in knobs["dims"]:
-        per_unit = knobs["n_layers"] * d / knobs["t_max"]
-        if abs(per_unit - round(per_unit)) > 1e-9 * per_unit:
-            raise ValueError(f"n_layers * d / t_max must be a whole number (layers per unit of "
-                             f"the noise clock); got {per_unit} at d = {d}")
+    return value
 
 
 def cell(*, scaling, n_tokens, d, b, kappa, gamma0, t_max, n_layers, n_times, n_traj, seed):
     """One (scaling, N): the mean off-diagonal overlap gamma(t) on t = d tau."""
     beta = beta_for(scaling, n_tokens, d, b, kappa)
-    T = t_max / d
-    L = n_layers / T
-    times = np.arange(n_times) * (n_layers // (n_times - 1)) / L
+    T, L, times = schedule(d, t_max, n_layers, n_times)
     ds = simulate(ModelConfig(d=d, beta=beta, kind="random_attention"),
-                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=int(round(L)), T=T,
-                            times=tuple(times), x0=simplex_tokens(n_tokens, d, gamma0),
-                            seed=seed, n_threads=cell_threads()))
+                  RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, times=tuple(times),
+                            x0=simplex_tokens(n_tokens, d, gamma0), seed=seed,
+                            n_threads=cell_threads()))
     off = ~np.eye(n_tokens, dtype=bool)
     gam = ds.gram_t.values[:, :, off].mean(axis=2)       # (trajectory, time)
     return {"gamma_mean": gam.mean(axis=0),
@@ -99,30 +89,45 @@ def cell(*, scaling, n_tokens, d, b, kappa, gamma0, t_max, n_layers, n_times, n_
             "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (scaling, N) sweep and attach the scalar dynamics of every cell."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    _check(knobs)
+def run(knobs, sweeps):
+    """The (scaling, N, d) sweep with the scalar dynamics of every cell (``gamma_theory``),
+    the half-way clock measured (``t_half``, ``t_half_se``), of the scalar dynamics
+    (``t_half_theory``) and of the logistic law (``t_half_logistic``, by N)."""
     t = np.linspace(0.0, knobs["t_max"], knobs["n_times"])
     fixed = {k: knobs[k] for k in ("b", "kappa", "gamma0", "t_max", "n_layers", "n_times",
                                    "n_traj")}
     grid = {"scaling": list(SCALINGS), "n_tokens": list(knobs["Ns"]), "d": list(knobs["dims"])}
-    ds = figure_sweep(__name__, scale, grid,
-                      fixed=fixed, seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                      progress=progress, output_dims={"gamma_mean": ("t",), "gamma_se": ("t",)},
-                      output_coords={"t": t})
-    return _finish(ds, scale, samples=knobs["theory_samples"])
+    ds = sweeps(grid, fixed=fixed, seed=knobs["seed"], output_coords={"t": t},
+                output_dims={"gamma_mean": ("t",), "gamma_se": ("t",)})
+    g0, samples = knobs["gamma0"], knobs["theory_samples"]
+    ds = ds.transpose("scaling", "n_tokens", "d", "t")
+    dims = ("scaling", "n_tokens", "d")
+    shape = tuple(ds.sizes[k] for k in dims)
+    cells = [_half_times(t, g0, ds.sel(scaling=sc, n_tokens=n, d=d), samples)
+             for sc, n, d in itertools.product(*(ds[k].values for k in dims))]
+    path, half, half_se, half_theory = (np.array(v, dtype=float) for v in zip(*cells))
+    ds["gamma_theory"] = (dims + ("t",), path.reshape(shape + (t.size,)))
+    ds["t_half"] = (dims, half.reshape(shape))
+    ds["t_half_se"] = (dims, half_se.reshape(shape))
+    ds["t_half_theory"] = (dims, half_theory.reshape(shape))
+    ds["t_half_logistic"] = (("n_tokens",), np.array([logistic_half_time(int(n), g0)
+                                                     for n in ds.n_tokens.values]))
+    ds.attrs.update(theory_samples=samples, t_half_logistic=math.log((1.0 - g0) / g0))
+    return ds
 
 
-def logistic_half_time(n_tokens, gamma0):
-    r"""The clock at which :math:`\gamma` reaches 1/2 if the mean overlap
-    :math:`m = \frac1N + (1 - \frac1N)\gamma` follows the logistic law from its start:
-    :math:`\log\frac{1-m_0}{m_0} - \log\frac{1-m_*}{m_*}`, :math:`m_* = \frac{1 + 1/N}2`
-    (the diagonal's share 1/N makes it depend on N; it tends to
-    :math:`\log\frac{1-\gamma_0}{\gamma_0}` as N grows)."""
-    m0 = 1.0 / n_tokens + (1.0 - 1.0 / n_tokens) * gamma0
-    m_star = 0.5 * (1.0 + 1.0 / n_tokens)
-    return math.log((1.0 - m0) / m0) - math.log((1.0 - m_star) / m_star)
+def _half_times(t, gamma0, sub, samples):
+    """One cell's scalar dynamics on ``t`` and its half-way clocks: ``(path, t_1/2 measured,
+    its standard error, t_1/2 of the path)``; the standard error is the larger one of gamma
+    at the two record times around the crossing over the slope between them."""
+    path, _ = simplex_path(t, gamma0, int(sub.n_tokens), float(sub.beta), int(sub.d),
+                           n_samples=samples)
+    g, se = sub.gamma_mean.values, sub.gamma_se.values
+    half, half_se = half_time(t, g), float("nan")
+    if np.isfinite(half):
+        m = np.searchsorted(t, half)
+        half_se = float(max(se[m - 1], se[m]) / ((g[m] - g[m - 1]) / (t[m] - t[m - 1])))
+    return path, half, half_se, half_time(t, path)
 
 
 def half_time(t, gamma, level=0.5):
@@ -135,46 +140,6 @@ def half_time(t, gamma, level=0.5):
     return float(t[k - 1] + (level - gamma[k - 1]) * (t[k] - t[k - 1]) / (gamma[k] - gamma[k - 1]))
 
 
-def _finish(ds, scale, *, samples):
-    g0 = float(ds.attrs["fixed_gamma0"])
-    ds = ds.transpose("scaling", "n_tokens", "d", "t")
-    t = ds.t.values
-    shape = (ds.sizes["scaling"], ds.sizes["n_tokens"], ds.sizes["d"])
-    theory = np.empty(shape + (t.size,))
-    th_half, half, half_se = np.empty(shape), np.empty(shape), np.empty(shape)
-    for i, sc in enumerate(ds.scaling.values):
-        for j, n in enumerate(ds.n_tokens.values):
-            for k, d in enumerate(ds.d.values):
-                cell = ds.sel(scaling=sc, n_tokens=n, d=d)
-                path, _ = simplex_path(t, g0, int(n), float(cell.beta), int(d),
-                                       n_samples=samples)
-                theory[i, j, k] = path
-                th_half[i, j, k] = half_time(t, path)
-                g, se = cell.gamma_mean.values, cell.gamma_se.values
-                half[i, j, k] = h = half_time(t, g)
-                if np.isfinite(h):
-                    m = np.searchsorted(t, h)
-                    slope = (g[m] - g[m - 1]) / (t[m] - t[m - 1])
-                    half_se[i, j, k] = float(max(se[m - 1], se[m]) / slope)
-                else:
-                    half_se[i, j, k] = float("nan")
-    dims = ("scaling", "n_tokens", "d")
-    ds["gamma_theory"] = (dims + ("t",), theory)
-    ds["t_half"] = (dims, half)
-    ds["t_half_se"] = (dims, half_se)
-    ds["t_half_theory"] = (dims, th_half)
-    ds["t_half_logistic"] = (("n_tokens",), np.array([logistic_half_time(int(n), g0)
-                                                     for n in ds.n_tokens.values]))
-    ds.attrs.update(scale=scale, figure=ID, theory_samples=samples,
-                    t_half_logistic=math.log((1.0 - g0) / g0))
-    return ds
-
-
-#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run (1,905 s
-#: of cell time over both dimensions).
-SECONDS_PER_WORK = 7.82e-8
-
-
 def work(knobs) -> float:
     """Token-dimension-trajectory-layers: n_traj * n_layers * sum(Ns) * sum(dims) per scaling."""
     return float(len(SCALINGS) * knobs["n_traj"] * knobs["n_layers"] * sum(knobs["Ns"])
@@ -182,12 +147,10 @@ def work(knobs) -> float:
 
 
 def measured_work(ds):
+    """(seconds of simulation, work) of a computed dataset."""
     knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
              "Ns": [int(n) for n in ds.n_tokens.values], "dims": [int(d) for d in ds.d.values]}
     return float(ds.attrs["cell_time_s"]), work(knobs)
-
-
-cost = cost_function(__name__)
 
 
 def _growth(ns, half, se):
@@ -248,11 +211,48 @@ def summary(ds) -> dict:
     return out
 
 
+def words(stats) -> dict:
+    """The page's plain words and numbers: per scaling at the largest d, t_1/2 at the first
+    and last N, its ratio to the logistic law's and the verdict; lists and verdicts' wording."""
+    every_d = (stats["mitigated_at_every_d"]["simplex"]
+               and not any(v["mitigated"] for v in stats["by_d"]["hemisphere"].values()))
+    out = {"dims_text": " and ".join(str(d) for d in stats["dims"]),
+           "N_min": stats["Ns"][0], "N_max": stats["Ns"][-1],
+           "local_text": ", ".join(f"{v:.2f}" for v in
+                                   stats["scalings"]["simplex"]["local_exponents"]),
+           "every_d_text": ("the same two verdicts hold at every d of the run" if every_d else
+                            "the verdicts are not the same at every d of the run"),
+           "slower_text": ("the runs are the slower at every N on both scalings"
+                           if all(sc["runs_slower"] for sc in stats["scalings"].values()) else
+                           "the runs are not always on the same side of it")}
+    for name, sc in stats["scalings"].items():
+        ratio = sc["over_logistic"]
+        out.update({f"{name}_first": sc["t_half"][0], f"{name}_last": sc["t_half"][-1],
+                    f"{name}_ratio_first": ratio[0], f"{name}_ratio_last": ratio[-1],
+                    f"{name}_ratio_min": min(ratio), f"{name}_ratio_max": max(ratio),
+                    f"{name}_verdict": ("slows the collapse as N grows" if sc["mitigated"] else
+                                        "does not slow the collapse beyond the logistic "
+                                        "law's")})
+    return out
+
+
+def table(stats):
+    """t_1/2 measured and of the scalar dynamics for every scaling, d and N (a DataFrame)."""
+    import pandas as pd
+
+    return pd.DataFrame([
+        {"scaling": name, "d": d, "N": n, "β": f"{b:.3g}", "t½ measured": f"{t:.2f} ± {se:.2f}",
+         "t½ scalar dynamics": f"{th:.2f}"}
+        for name, per_d in stats["by_d"].items() for d, sc in per_d.items()
+        for n, b, t, se, th in zip(stats["Ns"], sc["beta"], sc["t_half"], sc["t_half_se"],
+                                   sc["t_half_theory"])])
+
+
 def plot(ds):
     """(a) gamma(t) for every N on both scalings with the scalar dynamics; (b) t_1/2 against N."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     s = summary(ds)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1, 1]})
@@ -269,7 +269,7 @@ def plot(ds):
                 else r"simplex: $\beta = \sqrt{\kappa d/N}$, $\kappa$ = " + f"{s['kappa']:g}")
         ax.set(xlabel=r"$t = d\tau$", ylabel=r"$\gamma(t)$", ylim=(0, 1),
                title=f"{name} (d = {s['d']})")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(loc="lower right")
     ax = axes[2]
     ns = ds.n_tokens.values
     for sc, mk, colour in zip(ds.scaling.values, ("o", "s"), ("#4c78a8", "#f58518")):
@@ -286,11 +286,27 @@ def plot(ds):
            title=f"collapse half-way ({s['n_traj']:,} runs a point; bars 2 s.e.)")
     from matplotlib.ticker import NullFormatter
 
-    ax.set_xticks(ns)
-    ax.set_xticklabels([str(int(n)) for n in ns])
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_yticks([1, 2, 4, 8, 16])
-    ax.set_yticklabels(["1", "2", "4", "8", "16"])
-    ax.legend(fontsize=6)
+    ax.set_xticks(ns, [str(int(n)) for n in ns])
+    ax.set_yticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())
+    ax.legend()
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_scaling", source="followup",
+    description="random keys and queries: the collapse time as N grows with beta on the "
+                "follow-up's scalings (hemisphere beta ~ d^-1/2, simplex beta^2 N / d fixed)",
+    scales=SCALES,
+    # dims last but Ns: each d must give a schedule (t_max, n_layers, n_times) and exceed
+    # every N
+    schema={"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
+            "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
+            "n_times": integer(3, 201), "n_layers": integer(1), "n_traj": integer(2),
+            "theory_samples": integer(100), "dims": all_of(integers(3, 1024), on_schedule),
+            "Ns": all_of(integers(2, 256), _below_dims)},
+    cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

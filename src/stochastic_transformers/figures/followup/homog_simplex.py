@@ -28,20 +28,17 @@ import math
 
 import numpy as np
 
-from .. import simulate
-from .._validation import check_real
-from ..config import ModelConfig, RunConfig
-from ..homogenized import simplex_path
-# the schedule, the refinement and the units of work (work, measured_work) are shared with
-# the other figure on the clock t
-from ._homog import (CLOCK_SCHEMA, clock_sweeps, label_gap_axes, measured_work,
-                     on_schedule, plot_refinement, refinement_summary, schedule, work)
-from .base import all_of, cell_threads, cost_function, integer, integers, laid_out, resolve_scale
-
-ID = "homog_simplex"
-CELL_VERSION = "1"
-DESCRIPTION = ("random keys and queries from a simplex: gamma(t) against the scalar dynamics, "
-               "slowing as attention sharpens (follow-up's Theorem 2)")
+from ... import simulate
+from ..._validation import check_real
+from ...config import ModelConfig, RunConfig
+from ...homogenized import simplex_path, simplex_tokens
+from ..base import cell_threads, laid_out
+from ..knobs import all_of, integer, integers
+from ..spec import Figure
+from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_table, label_gap_axes,
+                    measured_work, on_schedule, plot_refinement, refinement_summary, schedule,
+                    with_refinement, work)
+from .prose import listed
 
 _BASE = dict(n_tokens=8, d=(32, 64, 128), gamma0=0.1, bs=(0.0, 1.0, 2.0, 4.0, 8.0), t_max=4.0,
              n_layers=400, n_times=21, theory_samples=8000, seed=0)
@@ -51,6 +48,13 @@ SCALES = {
     "quick": dict(_BASE, n_traj=400),
     "paper": dict(_BASE, n_traj=4000, theory_samples=40_000),
 }
+#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
+#: paper run (472 s of cell time with its refinement, one thread a worker).
+SECONDS_PER_WORK = 2.09e-8
+#: The verdict on the approach to the scalar dynamics: the largest gap must shrink with d,
+#: its fitted exponent below GAP_SLOPE_MAX (a finite-d correction; the theorem is asymptotic).
+GAP_SLOPE_MAX = -0.5
+_OUTPUTS = ("gamma_mean", "gamma_se", "gamma_q10", "gamma_q90", "pair_spread")
 
 
 def _below_one(name, value, knobs):
@@ -59,22 +63,6 @@ def _below_one(name, value, knobs):
     if gamma0 >= 1.0:
         raise ValueError(f"{name} must be < 1 ({name} = 1 is one point, which never moves)")
     return gamma0
-
-
-#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): those of the clock t
-#: (:data:`._homog.CLOCK_SCHEMA`), the start gamma0, the Monte Carlo samples of the theory
-#: and the dimensions, each above n_tokens (the simplex needs n_tokens + 1 directions) and
-#: each giving a schedule.
-KNOB_SCHEMA = {**CLOCK_SCHEMA, "gamma0": _below_one, "theory_samples": integer(100),
-               "d": all_of(integers(lambda knobs: knobs["n_tokens"] + 1), on_schedule)}
-
-
-def simplex_tokens(n_tokens, d, gamma0):
-    """Unit vectors with Gram matrix (1 - gamma0) I + gamma0 1 1^T (needs d > n_tokens)."""
-    x = np.zeros((n_tokens, d))
-    x[:, 0] = math.sqrt(gamma0)
-    x[np.arange(n_tokens), np.arange(1, n_tokens + 1)] = math.sqrt(1.0 - gamma0)
-    return x
 
 
 def cell(*, d, b, n_tokens, gamma0, n_traj, t_max, n_layers, n_times, seed):
@@ -94,61 +82,32 @@ def cell(*, d, b, n_tokens, gamma0, n_traj, t_max, n_layers, n_times, seed):
             "pair_spread": r.std(axis=2).mean(axis=0), "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the b sweep and attach the scalar dynamics for each b."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
+def run(knobs, sweeps):
+    """The (d, b) sweep on the clock t = d tau, the scalar dynamics of every cell on the
+    record times and a fine grid (``gamma_theory``, ``theory_band`` and their ``_fine``
+    curves), ``z_gamma``, ``max_abs_gap``, and the depth refinement at the largest d and b
+    (the largest gap there: the step's share)."""
     fixed = {k: knobs[k] for k in ("n_tokens", "gamma0", "n_traj", "t_max", "n_layers",
                                    "n_times")}
-    # the depth refinement at the largest d and b (the largest gap there): the step's share
-    ds, ref = clock_sweeps(__name__, scale, knobs, fixed,
-                           ("gamma_mean", "gamma_se", "gamma_q10", "gamma_q90", "pair_spread"),
-                           refine_b=max(knobs["bs"]), seed=knobs["seed"], scheduler=scheduler,
-                           cache_dir=cache_dir, progress=progress)
-    return _finish(ds, scale, samples=knobs["theory_samples"], refine=ref)
-
-
-def _finish(ds, scale, *, samples, refine):
-    n, g0 = int(ds.attrs["fixed_n_tokens"]), float(ds.attrs["fixed_gamma0"])
-    t_fine = np.linspace(0.0, float(ds.t.max()), 81)
+    ds, refine = clock_sweeps(sweeps, knobs, fixed, _OUTPUTS, refine_b=max(knobs["bs"]))
+    n, g0, samples = knobs["n_tokens"], knobs["gamma0"], knobs["theory_samples"]
+    t, t_fine = ds.t.values, np.linspace(0.0, float(ds.t.max()), 81)
     ds = ds.assign_coords(t_fine=t_fine)
-    shape = (ds.sizes["d"], ds.sizes["b"])
-    th, band = np.empty(shape + (ds.sizes["t"],)), np.empty(shape + (ds.sizes["t"],))
-    th_f, band_f = np.empty(shape + (t_fine.size,)), np.empty(shape + (t_fine.size,))
-    grid = np.unique(np.concatenate([ds.t.values, t_fine]))
-    for i, d in enumerate(ds.d.values):
-        for j, b in enumerate(ds.b.values):
-            path, spread = simplex_path(grid, g0, n, float(b) / math.sqrt(d), int(d),
-                                        n_samples=samples)
-            th[i, j], band[i, j] = np.interp(ds.t.values, grid, path), np.interp(ds.t.values, grid, spread)
-            th_f[i, j], band_f[i, j] = np.interp(t_fine, grid, path), np.interp(t_fine, grid, spread)
-    ds["gamma_theory"] = (("d", "b", "t"), th)
-    ds["theory_band"] = (("d", "b", "t"), band)
-    ds["gamma_theory_fine"] = (("d", "b", "t_fine"), th_f)
-    ds["theory_band_fine"] = (("d", "b", "t_fine"), band_f)
+    grid = np.unique(np.concatenate([t, t_fine]))
+    curves = np.array([[simplex_path(grid, g0, n, float(b) / math.sqrt(d), int(d),
+                                     n_samples=samples) for b in ds.b.values]
+                       for d in ds.d.values])          # (d, b, path or band, time of grid)
+    for times, dim, suffix in ((t, "t", ""), (t_fine, "t_fine", "_fine")):
+        on = np.apply_along_axis(lambda c: np.interp(times, grid, c), -1, curves)
+        ds[f"gamma_theory{suffix}"] = (("d", "b", dim), on[:, :, 0])
+        ds[f"theory_band{suffix}"] = (("d", "b", dim), on[:, :, 1])
     se = np.sqrt(ds.gamma_se**2 + (ds.theory_band / 2) ** 2)
     ds["z_gamma"] = ((ds.gamma_mean - ds.gamma_theory) / se).where(ds.t > 0, 0.0)
     ds["max_abs_gap"] = np.abs(ds.gamma_mean - ds.gamma_theory).max("t")
-    d_ref, b_ref = int(refine.attrs["fixed_d"]), float(refine.attrs["fixed_b"])
-    theory = ds.gamma_theory.sel(d=d_ref, b=b_ref).values
-    ds = ds.assign_coords(refine_layers=refine.n_layers.values)
-    ds["refine_max_abs_gap"] = (("refine_layers",),
-                                np.abs(refine.gamma_mean.values - theory[None, :]).max(axis=1))
-    ds.attrs.update(scale=scale, figure=ID, theory_samples=samples, refine_d=d_ref,
-                    refine_b=b_ref, refine_cell_time_s=float(refine.attrs.get("cell_time_s", 0.0)))
-    return ds
-
-
-#: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
-#: paper run (472 s of cell time with its refinement, one thread a worker).
-SECONDS_PER_WORK = 2.09e-8
-
-
-cost = cost_function(__name__)
-
-
-#: The verdict on the approach to the scalar dynamics: the largest gap must shrink with d,
-#: its fitted exponent below GAP_SLOPE_MAX (a finite-d correction; the theorem is asymptotic).
-GAP_SLOPE_MAX = -0.5
+    theory = ds.gamma_theory.sel(d=refine.attrs["fixed_d"], b=refine.attrs["fixed_b"]).values
+    ds.attrs.update(theory_samples=samples)
+    return with_refinement(ds, refine,
+                           np.abs(refine.gamma_mean.values - theory[None, :]).max(axis=1))
 
 
 def summary(ds) -> dict:
@@ -163,20 +122,18 @@ def summary(ds) -> dict:
     """
     big = ds.isel(d=-1)
     final = big.gamma_mean.isel(t=-1).values
-    logd = np.log(ds.d.values.astype(float))
     out = {"d": [int(v) for v in ds.d.values], "b": [float(v) for v in ds.b.values],
            "n_traj": int(ds.n_traj.max()),
            "max_abs_gap": {float(b): [float(v) for v in ds.max_abs_gap.sel(b=b).values]
                            for b in ds.b.values},
            "max_abs_z_large_d": {float(b): float(np.abs(big.z_gamma.sel(b=b)).max())
                                  for b in ds.b.values},
-           "gap_slope": {}, "final_gamma": [float(v) for v in final],
+           "gap_slope": {float(b): decay_exponent(ds.d.values, ds.max_abs_gap.sel(b=b).values)
+                         for b in ds.b.values},
+           "final_gamma": [float(v) for v in final],
            "final_gamma_theory": [float(v) for v in big.gamma_theory.isel(t=-1).values],
            "max_pair_spread": [float(v) for v in ds.pair_spread.max(("b", "t")).values],
            "slows_with_b": bool(np.all(np.diff(final) < 0))}
-    for b in ds.b.values:
-        g = ds.max_abs_gap.sel(b=b).values
-        out["gap_slope"][float(b)] = float(np.polyfit(logd, np.log(g), 1)[0]) if g.size > 1 else float("nan")
     out["gap_shrinks_with_d"] = bool(all(v < GAP_SLOPE_MAX for v in out["gap_slope"].values()))
     small = ds.max_abs_gap.isel(d=0).values
     large = ds.max_abs_gap.isel(d=-1).values
@@ -193,12 +150,49 @@ def summary(ds) -> dict:
     return out
 
 
+def words(stats) -> dict:
+    """The page's plain words: ``gap_slope_max``, the lists of numbers and the verdicts'
+    wording."""
+    return {"gap_slope_max": GAP_SLOPE_MAX,
+            "d_text": listed(stats["d"], "d"), "b_text": listed(stats["b"], "g"),
+            "z_large_d_text": listed(stats["max_abs_z_large_d"].values(), ".1f"),
+            "final_gamma_text": listed(stats["final_gamma"], ".3f"),
+            "final_gamma_theory_text": listed(stats["final_gamma_theory"], ".3f"),
+            "pair_spread_text": listed(stats["max_pair_spread"], ".2f"),
+            "slowing_seen": ("The slowing is there." if stats["slows_with_b"] else
+                             "The slowing is not seen at every step of b in this run."),
+            "below_text": ("runs below the ODE" if stats["below_ode"] else
+                           "departs from the ODE (not always below it)")}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent phrases (Markdown): the gap's decay in d, the slowing with b,
+    the side of the ODE."""
+    slows = stats["slows_with_b"]
+    return {
+        "shrink_reading": ("The gap shrinks with $d$ for every $b$ (fitted exponents below "
+                           f"{GAP_SLOPE_MAX:g})" if stats["gap_shrinks_with_d"] else
+                           "**The gap does not shrink with $d$ for every $b$**"),
+        "slowing_reading": ("it decreases with $b$, the slowing the follow-up describes."
+                            if slows else "**not monotone in $b$.**"),
+        "slows_reading": ("and sharper attention (larger $b$) slows it" if slows else
+                          "but in this run sharper attention (larger $b$) does **not** slow it "
+                          "at every step of $b$"),
+        "below_reading": ("runs slightly below the ODE" if stats["below_ode"] else
+                          "departs from the ODE (not always below it)")}
+
+
+def table(stats) -> str:
+    """The largest gap per (b, d) and its exponent in d, as Markdown."""
+    return gap_table(stats, "b", "gap_slope")
+
+
 def plot(ds):
     """(left) gamma(t) at the largest d for each b: simulated mean with 10-90% band, the
     scalar ODE with its MC band; (right) the largest gap to the ODE against d."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     fig, (ax, axs) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
     big = ds.isel(d=-1)
@@ -216,7 +210,23 @@ def plot(ds):
     ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"$\gamma(t)$ (mean off-diagonal overlap)",
            title=f"simplex start, N = {ds.attrs['fixed_n_tokens']}, d = {int(big.d)}, "
                  r"$\beta = b/\sqrt{d}$ (band: 10-90%)")
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
-    label_gap_axes(axs, ds, ylabel=r"$\max_t|E\gamma(t) - \gamma_{ODE}(t)|$", legend_size=7,
+    ax.legend(loc="upper left", ncol=2)
+    label_gap_axes(axs, ds, ylabel=r"$\max_t|E\gamma(t) - \gamma_{ODE}(t)|$",
                    title=f"gap to the scalar dynamics ({int(ds.n_traj.max()):,} runs a point)")
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "homog_simplex", source="followup",
+    description="random keys and queries from a simplex: gamma(t) against the scalar "
+                "dynamics, slowing as attention sharpens (follow-up's Theorem 2)",
+    scales=SCALES,
+    # those of the clock t, the start gamma0, the Monte Carlo samples of the theory and the
+    # dimensions, each above n_tokens (the simplex needs n_tokens + 1 directions) and each
+    # giving a schedule
+    schema={**CLOCK_SCHEMA, "gamma0": _below_one, "theory_samples": integer(100),
+            "d": all_of(integers(lambda knobs: knobs["n_tokens"] + 1), on_schedule)},
+    cell=cell, run=run,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

@@ -19,31 +19,27 @@ method.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
-from .. import feedforward, simulate
-from ..activations import ODD_ACTIVATIONS
-from ..config import ModelConfig, RunConfig
-from .base import (all_of, cell_threads, choice, cost_function, figure_sweep, integer, integers,
-                   knob_attr, laid_out, real, reals, resolve_scale)
+from ... import feedforward, simulate
+from ...activations import ODD_ACTIVATIONS
+from ...config import RunConfig
+from ...stats import weighted_least_squares, z_digest
+from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
+from ..knobs import all_of, choice, integers, real, whole_layers
+from ..spec import Figure
+from .ff_pairs import BLOCK_SCHEMA, block_model
+
 
 def _coarse_and_fine(name, value, knobs):
-    """Two depth scales, the second four times the first (the extrapolation's ratio), each
-    making T * L whole."""
+    """Two depth scales, the second four times the first (the extrapolation's ratio)."""
     if len(value) != 2 or value[1] != 4 * value[0]:
         raise ValueError(f"{name} must be two depth scales (L, 4L); got {value!r}")
-    for L in value:
-        if abs(knobs["T"] * L - round(knobs["T"] * L)) > 1e-9:
-            raise ValueError(f"{name}: T * L must be whole; got T = {knobs['T']}, L = {L}")
-    return tuple(int(v) for v in value)
+    return value
 
-
-ID = "ff_threshold"
-CELL_VERSION = "1"
-DESCRIPTION = ("feedforward blocks: the antipodal threshold beta_c(d, r) of an erf block, "
-               "measured from the exponent at -1 (ours)")
 
 _COMMON = dict(activation="erf", attention="softmax", ff_width=8, gap0=1e-12, seed=0)
 SCALES = {
@@ -55,14 +51,6 @@ SCALES = {
     "paper": dict(_COMMON, d=(4, 6), rs=(0.0, 0.1, 0.5, 1.0, 4.0),
                   betas=tuple(np.round(np.linspace(0.0, 1.6, 17), 2)), n_traj=10_000,
                   Ls=(100, 400), T=1.0),
-}
-KNOB_SCHEMA = {
-    "d": integers(3),
-    "activation": choice(ODD_ACTIVATIONS),
-    "rs": reals(0.0, distinct=True, increasing=True),
-    "ff_width": integer(1, 4096),
-    "gap0": real(0.0, 1e-6, strict_min=True),
-    "Ls": all_of(integers(1, distinct=True, increasing=True), _coarse_and_fine),
 }
 #: Points on each side of the change of sign used by the straight-line fit of the root.
 FIT_POINTS = 2
@@ -77,8 +65,8 @@ def cell(*, d, r, beta, activation, n_traj, L, T, attention, ff_width, gap0, see
     x0 = np.zeros((2, d))
     x0[0, :2] = (c, -s)
     x0[1, :2] = (c, s)
-    model = ModelConfig(d=d, beta=beta, attention=attention, ff_strength=r, ff_width=ff_width,
-                        ff_activation=activation)
+    model = block_model(d=d, beta=beta, attention=attention, r=r, ff_width=ff_width,
+                        activation=activation)
     ds = simulate(model, RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, seed=seed, x0=x0,
                                    stop_level=0.0, n_threads=cell_threads()))
     rate = (np.log(ds.one_plus_overlap.values) - math.log(gap0)) / T
@@ -86,78 +74,61 @@ def cell(*, d, r, beta, activation, n_traj, L, T, attention, ff_width, gap0, see
             "gap_max": float(ds.one_plus_overlap.values.max()), "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (d, r, beta) sweep; attach the exact exponent, the thresholds and the fits.
-
-    Returns ``exponent``, ``exponent_se``, ``exponent_theory`` (d, r, beta), ``z_score``,
-    and per (d, r) the theory ``beta_c`` (nan when -1 attracts at every beta), the measured
-    ``beta_c_sim`` with ``beta_c_sim_se`` (nan when the exponents never change sign) and
-    ``beta_c_z``.
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    ds = figure_sweep(__name__, scale, {"d": list(knobs["d"]), "r": list(knobs["rs"]),
-                                        "beta": list(knobs["betas"]), "L": list(knobs["Ls"])},
-                      fixed={k: knobs[k] for k in ("activation", "n_traj", "T", "attention",
-                                                   "ff_width", "gap0")},
-                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                      progress=progress)
-    return _finish(ds, scale)
-
-
 def fitted_root(betas, rate, se, points=FIT_POINTS):
-    """Root of a weighted straight line through the ``points`` measurements on each side of
-    the first change of sign of ``rate`` (from negative to positive or back), and its
-    standard error by the delta method; ``(nan, nan)`` without a change of sign."""
+    """Root of a weighted straight line (:func:`stats.weighted_least_squares`) through the
+    ``points`` measurements on each side of the first change of sign of ``rate`` (from
+    negative to positive or back), and its standard error by the delta method;
+    ``(nan, nan)`` without a change of sign."""
     sign = np.sign(rate)
     change = np.flatnonzero(sign[:-1] * sign[1:] < 0)
     if change.size == 0:
         return float("nan"), float("nan")
     k = int(change[0])
     lo, hi = max(0, k - points + 1), min(len(betas), k + points + 1)
-    x, y, w = betas[lo:hi], rate[lo:hi], 1.0 / np.maximum(se[lo:hi], 1e-300) ** 2
-    X = np.stack([np.ones_like(x), x], axis=1)
-    cov = np.linalg.inv(X.T @ (w[:, None] * X))
-    a, b = cov @ (X.T @ (w * y))
-    root = -a / b
+    x = betas[lo:hi]
+    (a, b), cov, _ = weighted_least_squares(np.stack([np.ones_like(x), x], axis=1),
+                                            rate[lo:hi], se[lo:hi])
     grad = np.array([-1.0 / b, a / b**2])
-    return float(root), float(math.sqrt(grad @ cov @ grad))
+    return float(-a / b), float(math.sqrt(grad @ cov @ grad))
 
 
-def extrapolated(ds):
-    """(exponent, se) extrapolated from the two depth scales: (4 x_{4L} - x_L) / 3, which
-    removes an O(1/L) bias, with the standard errors combined."""
+def theory_threshold(d, r, activation) -> float:
+    """:func:`feedforward.critical_beta`, NaN where -1 attracts at every beta (no threshold)."""
+    if feedforward.attracts_at_every_beta(int(d), float(r), activation):
+        return float("nan")
+    return feedforward.critical_beta(int(d), float(r), activation)
+
+
+def finish(ds, knobs):
+    """The exponents ``exponent``, ``exponent_se`` and their extrapolation
+    ``exponent_limit`` (with ``_se``), the exact ``exponent_theory`` (d, r, beta), the
+    deviations ``z_score`` and ``z_score_limit``; per (d, r) the theory ``beta_c`` (NaN when -1
+    attracts at every beta) and its curve ``beta_c_fine(d, r_fine)``, the measured
+    ``beta_c_sim`` with ``beta_c_sim_se`` (NaN when the exponents never change sign) and
+    ``beta_c_z``."""
+    act, betas = knobs["activation"], ds.beta.values
+    # Richardson: (4 x_{4L} - x_L) / 3 removes an O(1/L) bias; the standard errors combine.
     coarse, fine = ds.sel(L=ds.L.values[0]), ds.sel(L=ds.L.values[1])
-    value = (4.0 * fine.exponent - coarse.exponent) / 3.0
-    se = np.sqrt(16.0 * fine.exponent_se**2 + coarse.exponent_se**2) / 3.0
-    return value, se
-
-
-def _finish(ds, scale):
-    act = str(knob_attr(ds, "activation"))
-    betas = ds.beta.values
-    value, se = extrapolated(ds)
-    ds["exponent_limit"], ds["exponent_limit_se"] = value, se
-    theory = np.array([[[feedforward.boundary_at_minus_one(float(b), int(d), float(r), act)["exponent"]
-                         for b in betas] for r in ds.r.values] for d in ds.d.values])
-    ds["exponent_theory"] = (("d", "r", "beta"), theory)
+    ds["exponent_limit"] = (4.0 * fine.exponent - coarse.exponent) / 3.0
+    ds["exponent_limit_se"] = np.sqrt(16.0 * fine.exponent_se**2 + coarse.exponent_se**2) / 3.0
+    ds["exponent_theory"] = (("d", "r", "beta"), np.array(
+        [[[feedforward.boundary_at_minus_one(float(b), int(d), float(r), act)["exponent"]
+           for b in betas] for r in ds.r.values] for d in ds.d.values]))
     # Deviation of each depth scale's exponent, and of the extrapolated one.
     ds["z_score"] = (ds.exponent - ds.exponent_theory) / ds.exponent_se
     ds["z_score_limit"] = (ds.exponent_limit - ds.exponent_theory) / ds.exponent_limit_se
-    crit = np.array([[feedforward.critical_beta(int(d), float(r), act) for r in ds.r.values]
-                     for d in ds.d.values], dtype=float)
     roots = np.array([[fitted_root(betas, ds.exponent_limit.sel(d=d, r=r).values,
                                    ds.exponent_limit_se.sel(d=d, r=r).values)
                        for r in ds.r.values] for d in ds.d.values])
-    ds["beta_c"] = (("d", "r"), crit)
+    ds["beta_c"] = (("d", "r"), np.array([[theory_threshold(d, r, act) for r in ds.r.values]
+                                          for d in ds.d.values], dtype=float))
     ds["beta_c_sim"] = (("d", "r"), roots[..., 0])
     ds["beta_c_sim_se"] = (("d", "r"), roots[..., 1])
     ds["beta_c_z"] = (ds.beta_c_sim - ds.beta_c) / ds.beta_c_sim_se
-    r_fine = np.linspace(0.0, float(ds.r.max()), 81)
-    ds = ds.assign_coords(r_fine=r_fine)
+    ds = ds.assign_coords(r_fine=np.linspace(0.0, float(ds.r.max()), 81))
     ds["beta_c_fine"] = (("d", "r_fine"), np.array(
-        [[feedforward.critical_beta(int(d), float(r), act) for r in r_fine] for d in ds.d.values],
+        [[theory_threshold(d, r, act) for r in ds.r_fine.values] for d in ds.d.values],
         dtype=float))
-    ds.attrs.update(scale=scale, figure=ID)
     return ds
 
 
@@ -176,13 +147,23 @@ def work(knobs) -> float:
 
 def measured_work(ds) -> tuple[float, float]:
     """(cell seconds, trajectory-layers) of a computed run: L is a grid dimension here."""
-    from .base import sweep_seconds
-
     layers = float((ds.n_traj * ds.L).sum()) * float(knob_attr(ds, "T"))
     return sweep_seconds(ds), layers
 
 
-cost = cost_function(__name__)
+def _falls_with_r(ds) -> bool:
+    """For each d the measured thresholds never rise with r beyond 2 standard errors of a
+    step, and the last lies 3 standard errors (of the largest step) below the first."""
+    falls = True
+    for d in ds.d.values:
+        sim, se = ds.beta_c_sim.sel(d=d).values, ds.beta_c_sim_se.sel(d=d).values
+        ok = np.isfinite(sim)
+        if ok.sum() < 2:
+            return False
+        step_se = np.sqrt(se[ok][1:] ** 2 + se[ok][:-1] ** 2)
+        falls &= bool(np.all(np.diff(sim[ok]) < 2 * step_se))
+        falls &= bool(sim[ok][-1] < sim[ok][0] - 3 * step_se.max())
+    return falls
 
 
 def summary(ds) -> dict:
@@ -191,51 +172,64 @@ def summary(ds) -> dict:
     at each depth scale (their mean shows the O(1/L) bias) and after extrapolation; whether
     every threshold agrees within :data:`AGREE_Z` and a (d, r) without a theory threshold
     has no measured one either (``thresholds_agree``); and the verdict
-    ``threshold_falls_with_r`` (for each d the measured thresholds never rise with r beyond
-    2 standard errors of a step, and the last lies 3 standard errors below the first)."""
+    ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
     rows = {}
-    for d in ds.d.values:
-        for r in ds.r.values:
-            sub = ds.sel(d=d, r=r)
-            rows[f"{int(d)}_{float(r):g}"] = {
-                "theory": float(sub.beta_c), "measured": float(sub.beta_c_sim),
-                "se": float(sub.beta_c_sim_se), "z": float(sub.beta_c_z)}
+    for d, r in itertools.product(ds.d.values, ds.r.values):
+        sub = ds.sel(d=d, r=r)
+        rows[f"{int(d)}_{float(r):g}"] = {"theory": float(sub.beta_c), "measured": float(
+            sub.beta_c_sim), "se": float(sub.beta_c_sim_se), "z": float(sub.beta_c_z)}
     z_thr = np.array([v["z"] for v in rows.values() if np.isfinite(v["z"])])
     none_match = all(np.isfinite(v["theory"]) == np.isfinite(v["measured"]) for v in rows.values())
-    falls = True
-    for d in ds.d.values:
-        sim = ds.beta_c_sim.sel(d=d).values
-        se = ds.beta_c_sim_se.sel(d=d).values
-        ok = np.isfinite(sim)
-        if ok.sum() < 2:
-            falls = False
-            continue
-        steps = np.diff(sim[ok])
-        step_se = np.sqrt(se[ok][1:] ** 2 + se[ok][:-1] ** 2)
-        falls &= bool(np.all(steps < 2 * step_se))
-        falls &= bool(sim[ok][-1] < sim[ok][0] - 3 * step_se.max())
-    by_l = {int(L): {"mean_bias": float((ds.exponent - ds.exponent_theory).sel(L=L).mean()),
-                     "max_abs_z": float(np.abs(ds.z_score.sel(L=L)).max()),
-                     "share_within_2se": float((np.abs(ds.z_score.sel(L=L)) <= 2).mean())}
-            for L in ds.L.values}
-    zl = ds.z_score_limit
+    by_l = {}
+    for L in ds.L.values:
+        digest = z_digest(ds.z_score.sel(L=L).values)
+        by_l[int(L)] = {"mean_bias": float((ds.exponent - ds.exponent_theory).sel(L=L).mean()),
+                        "max_abs_z": digest["max_abs_z"], "share_within_2se": digest["share_within"]}
+    limit = z_digest(ds.z_score_limit.values)
     return {
         "thresholds": rows,
         "max_abs_threshold_z": float(np.abs(z_thr).max()) if z_thr.size else float("nan"),
-        "by_L": by_l,
-        "coarse_L": int(ds.L.values[0]),
-        "fine_L": int(ds.L.values[1]),
-        "max_abs_limit_z": float(np.abs(zl).max()),
-        "share_limit_within_2se": float((np.abs(zl) <= 2).mean()),
-        "mean_limit_z": float(zl.mean()),
+        "by_L": by_l, "coarse_L": int(ds.L.values[0]), "fine_L": int(ds.L.values[1]),
+        "max_abs_limit_z": limit["max_abs_z"], "share_limit_within_2se": limit["share_within"],
+        "mean_limit_z": limit["mean_z"],
         "thresholds_agree": bool(z_thr.size and np.all(np.abs(z_thr) < AGREE_Z) and none_match),
-        "threshold_falls_with_r": bool(falls),
-        "n_traj": int(ds.n_traj.values.max()),
-        "T": float(knob_attr(ds, "T")),
-        "gap0": float(knob_attr(ds, "gap0")),
-        "largest_gap": float(ds.gap_max.max()),
+        "threshold_falls_with_r": _falls_with_r(ds),
+        "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
+        "gap0": float(knob_attr(ds, "gap0")), "largest_gap": float(ds.gap_max.max()),
         "activation": str(knob_attr(ds, "activation")),
     }
+
+
+def page_values(stats) -> dict:
+    """Plain values the page glues beside :func:`summary`: ``by_L`` under the fixed names
+    ``coarse`` and ``fine`` (whatever the depth scales), and ``word_agree``, which the
+    chapter quotes."""
+    return {"by_L": {"coarse": stats["by_L"][stats["coarse_L"]],
+                     "fine": stats["by_L"][stats["fine_L"]]},
+            "word_agree": "agree" if stats["thresholds_agree"] else "do not all agree"}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent phrases (Markdown): ``verdict`` and ``falls``."""
+    return {
+        "verdict": (f"Every measured threshold agrees with the theory within {AGREE_Z:g} "
+                    "standard errors, and where the theory has none (attracting at every "
+                    "$\\beta$) none is measured." if stats["thresholds_agree"] else
+                    f"Not every measured threshold agrees with the theory within {AGREE_Z:g} "
+                    "standard errors (see the table)."),
+        "falls": ("For each $d$ the measured threshold falls as $r$ grows: an odd block helps "
+                  "antipodal pairs in these dimensions." if stats["threshold_falls_with_r"] else
+                  "The measured thresholds do not fall steadily with $r$ at every $d$ shown.")}
+
+
+def table(stats):
+    """The thresholds by (d, r): theory, measured, standard error and z (a DataFrame)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [{"d": int(k.split("_")[0]), "r": float(k.split("_")[1]), "theory beta_c": v["theory"],
+          "measured beta_c": v["measured"], "standard error": v["se"], "z": v["z"]}
+         for k, v in stats["thresholds"].items()]).set_index(["d", "r"]).round(4)
 
 
 def plot(ds):
@@ -245,7 +239,7 @@ def plot(ds):
     thresholds measured from the extrapolated exponents."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     colours = palette(ds.r.size)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(9.6, 4.4))
@@ -262,8 +256,8 @@ def plot(ds):
     ax.axhline(0.0, color="0.4", lw=0.8)
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel(r"exponent $\lambda_-$ of $\log(1 + Z)$ at $-1$")
-    ax.set_title(f"d = {d_show}: -1 attracts where the exponent is negative", fontsize=10)
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.24))
+    ax.set_title(f"d = {d_show}: -1 attracts where the exponent is negative")
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.24))
     for marker, d in zip("os^v", ds.d.values):
         axb.plot(ds.r_fine, ds.beta_c_fine.sel(d=d), color="0.3", lw=1.2)
         sub = ds.sel(d=d)
@@ -272,9 +266,24 @@ def plot(ds):
     axb.plot([], [], color="0.3", lw=1.2, label=r"theory $\beta_c(d, r)$")
     axb.set_xlabel("block strength r")
     axb.set_ylabel(r"$\beta_c$")
-    axb.set_title("antipodal threshold of an erf block", fontsize=10)
-    axb.legend(fontsize=8)
+    axb.set_title("antipodal threshold of an erf block")
+    axb.legend()
     n = int(ds.n_traj.values.max())
     return laid_out(fig, f"Odd feedforward block: the threshold (t = {float(knob_attr(ds, 'T')):g} "
                          f"from 1 + Z = {float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories "
                          f"per point)")
+
+
+FIGURE = Figure(
+    "ff_threshold", source="ours",
+    description="feedforward blocks: the antipodal threshold beta_c(d, r) of an erf block, "
+                "measured from the exponent at -1 (ours)",
+    scales=SCALES, schema={"d": integers(3), "activation": choice(ODD_ACTIVATIONS), **BLOCK_SCHEMA,
+                           "gap0": real(0.0, 1e-6, strict_min=True),
+                           "Ls": all_of(integers(1, distinct=True, increasing=True),
+                                        _coarse_and_fine, whole_layers("T", "Ls"))},
+    cell=cell, grid={"d": "d", "r": "rs", "beta": "betas", "L": "Ls"},
+    fixed=("activation", "n_traj", "T", "attention", "ff_width", "gap0"), finish=finish,
+    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import simulate
-from ..activations import ACTIVATIONS
-from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from ..config import ModelConfig, RunConfig
-from ..simulation import full_method
-from ..stats import two_proportion_z
-from .base import (add_outcome_fractions, cell_threads, choices, cost_function, figure_sweep,
-                   integer, integers, knob_attr, laid_out, reals, resolve_scale,
-                   trajectory_layer_work)
-
-ID = "ff_tokens"
-CELL_VERSION = "1"
-DESCRIPTION = ("feedforward blocks, N = 4 and 8 tokens: antipodal pairs and their splits with "
-               "ReLU and erf blocks against the paper's model (ours)")
+from ... import feedforward, simulate
+from ...activations import ACTIVATIONS
+from ...classification import has_antipodal_pair, is_clustered, n_clusters
+from ...config import RunConfig
+from ...simulation import full_method
+from ...stats import two_proportion_z
+from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
+from ..knobs import choices, integers
+from ..spec import Figure
+from .ff_pairs import BLOCK_SCHEMA, block_model, run_title
 
 _COMMON = dict(d=4, activations=("relu", "erf"), attention="softmax", tol=1e-3, ff_width=8,
                seed=0)
@@ -39,12 +35,6 @@ SCALES = {
     "paper": dict(_COMMON, n_tokens=(4, 8), rs=(0.0, 0.5), betas=(1.0, 2.0, 4.0), n_traj=2000,
                   L=100, T=20.0),
 }
-KNOB_SCHEMA = {
-    "n_tokens": integers(3, 64),
-    "activations": choices(ACTIVATIONS),
-    "rs": reals(0.0, distinct=True, increasing=True),
-    "ff_width": integer(1, 4096),
-}
 #: Largest split recorded (tokens in the smaller of two antipodal clusters).
 MAX_SPLIT = 32
 
@@ -53,8 +43,8 @@ def cell(*, n_tokens, activation, r, beta, d, n_traj, L, T, attention, tol, ff_w
     """One (N, activation, r, beta) point: how many configurations at T have an antipodal
     pair, are clustered, are one cluster, and the sizes of their antipodal two-cluster
     splits; and the 1% quantile of 1 + (smallest pairwise overlap)."""
-    model = ModelConfig(d=d, beta=beta, attention=attention, ff_strength=r, ff_width=ff_width,
-                        ff_activation=activation)
+    model = block_model(d=d, beta=beta, attention=attention, r=r, ff_width=ff_width,
+                        activation=activation)
     # r = 0 runs the N-token map itself (not the reduced path) so that every arm of the
     # figure is the same literal computation.
     method = "literal" if r > 0 else full_method(n_tokens, d)
@@ -75,28 +65,21 @@ def cell(*, n_tokens, activation, r, beta, d, n_traj, L, T, attention, tol, ff_w
             "closest_low": float(np.quantile(closest, 0.01))}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (N, activation, r, beta) sweep.  Returns the counts with fractions
-    ``p_antipodal_pair``, ``p_clustered``, ``p_single`` (Wilson bands), the split counts
-    ``split_counts(..., split)`` and ``closest_low``."""
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    ds = figure_sweep(__name__, scale, {"n_tokens": list(knobs["n_tokens"]),
-                                        "activation": list(knobs["activations"]),
-                                        "r": list(knobs["rs"]), "beta": list(knobs["betas"])},
-                      fixed={k: knobs[k] for k in ("d", "n_traj", "L", "T", "attention", "tol",
-                                                   "ff_width")},
-                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                      progress=progress, output_dims={"split_counts": ("split",)},
-                      output_coords={"split": np.arange(MAX_SPLIT + 1)})
-    return _finish(ds, scale)
-
-
-def _finish(ds, scale):
+def run(knobs, sweeps):
+    """The (N, activation, r, beta) sweep, each cell's ``split_counts`` along ``split``; its
+    counts with fractions ``p_antipodal_pair``, ``p_clustered``, ``p_single`` (Wilson bands),
+    and ``balanced_share``: the share of balanced splits (m1 = m2) among the antipodal
+    two-cluster outcomes (NaN where there are none)."""
+    ds = sweeps({"n_tokens": list(knobs["n_tokens"]), "activation": list(knobs["activations"]),
+                 "r": list(knobs["rs"]), "beta": list(knobs["betas"])},
+                fixed={k: knobs[k] for k in ("d", "n_traj", "L", "T", "attention", "tol",
+                                             "ff_width")},
+                seed=knobs["seed"], output_dims={"split_counts": ("split",)},
+                output_coords={"split": np.arange(MAX_SPLIT + 1)})
     ds = add_outcome_fractions(ds, ("antipodal_pair", "clustered", "single"))
     n_split = ds.split_counts.sum("split")
     ds["balanced_share"] = (ds.split_counts.sel(split=ds.n_tokens // 2)
                             .where(n_split > 0) / n_split.where(n_split > 0))
-    ds.attrs.update(scale=scale, figure=ID)
     return ds
 
 
@@ -104,11 +87,6 @@ def _finish(ds, scale):
 #: d*N or literal map without), measured on the committed paper run
 #: (results/ff_tokens_paper.nc, on the project's 2-core machine).
 SECONDS_PER_WORK = 1.85e-6
-
-work = trajectory_layer_work("n_tokens", "activations", "rs", "betas")
-
-cost = cost_function(__name__)
-
 
 #: Combined (Stouffer) z above which the odd block's excess of antipodal pairs over the
 #: paper's model counts as shown, provided no single (N, beta) goes the other way by more
@@ -126,8 +104,6 @@ def summary(ds) -> dict:
     two-proportion z of its excess of antipodal pairs over r = 0 at every (N, beta), their
     Stouffer combination, and the verdict ``odd_block_more_pairs`` (combined z above
     :data:`ODD_COMBINED_Z` and no point below -:data:`ODD_AGAINST_Z`)."""
-    from .. import feedforward
-
     r_block = float(ds.r.max())
     out = {"r": r_block, "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
            "L": int(knob_attr(ds, "L")), "d": int(knob_attr(ds, "d")), "rows": {},
@@ -166,12 +142,58 @@ def summary(ds) -> dict:
     return out
 
 
+def page_values(stats) -> dict:
+    """Plain values the page glues beside :func:`summary`: ``word_odd``, which the chapter
+    quotes (a cross-page glue carries text only)."""
+    return {"word_odd": "more" if stats.get("odd_block_more_pairs") else "not clearly more"}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent phrases (Markdown): ``even_verdict`` and ``odd_verdict``."""
+    gains = ", ".join(f"N = {k.split('_')[0]}, $\\beta$ = {k.split('_')[1]}: {v:+.1f}"
+                      for k, v in stats.get("odd_gain_z", {}).items())
+    return {
+        "even_verdict": (
+            f"Not one of the {stats['even_configs']:,} configurations with a ReLU block has an "
+            "antipodal pair at $T$, and at every $(N, \\beta)$ at least "
+            f"{stats['even_single_min']:.1%} of them have become one cluster."
+            if stats.get("even_block_no_pairs") else
+            f"{stats.get('even_pairs', 0):,} configurations with a ReLU block have an antipodal "
+            "pair at $T$: against the limit's exclusion, to be explained."),
+        "odd_verdict": (
+            ("The erf block gives more configurations with an antipodal pair than the paper's "
+             "model: " if stats.get("odd_block_more_pairs") else
+             "This run does not show that the erf block gives more configurations with an "
+             "antipodal pair than the paper's model: ")
+            + f"the two-proportion z of its excess is {gains}, "
+            f"{stats.get('odd_gain_combined_z', float('nan')):.1f} combined (Stouffer; the "
+            f"verdict needs more than {ODD_COMBINED_Z:g} and no point below "
+            f"-{ODD_AGAINST_Z:g}).")}
+
+
+def table(stats):
+    """By (N, beta): the fraction of configurations with an antipodal pair without a block
+    and with each, and the share of balanced splits among the antipodal two-cluster
+    outcomes (a DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for key, row in stats["rows"].items():
+        acts = [k for k in row if k != "none" and not k.endswith("_balanced")]
+        n, beta = key.split("_")
+        rows.append({"N": int(n), "beta": float(beta), "no block": row["none"],
+                     **{f"{a} block": row[a] for a in acts},
+                     "balanced share, no block": row["none_balanced"],
+                     **{f"balanced share, {a}": row[f"{a}_balanced"] for a in acts}})
+    return pd.DataFrame(rows).set_index(["N", "beta"]).round(3)
+
+
 def plot(ds):
     """Left: fraction with an antipodal pair against beta, per N, for the paper's model and
     each block.  Right: the sizes of the antipodal splits at the largest beta."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     acts = [str(a) for a in ds.activation.values]
     r_block = float(ds.r.max())
@@ -190,7 +212,7 @@ def plot(ds):
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel("P(an antipodal pair at T)")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7)
+    ax.legend()
     top = float(ds.beta.max())
     width = 0.8 / len(arms)
     n_max = int(ds.n_tokens.max())
@@ -203,9 +225,18 @@ def plot(ds):
     axs.set_xticks(np.arange(1, n_max // 2 + 1))
     axs.set_xlabel(f"tokens in the smaller cluster (N = {n_max})")
     axs.set_ylabel("share of trajectories")
-    axs.set_title(rf"antipodal two-cluster splits at $\beta$ = {top:g}", fontsize=10)
-    axs.legend(fontsize=7)
-    n = int(ds.n_traj.values.max())
-    return laid_out(fig, f"N tokens with a feedforward block (d = {int(knob_attr(ds, 'd'))}, "
-                         f"L = {int(knob_attr(ds, 'L'))}, T = {float(knob_attr(ds, 'T')):g}, "
-                         f"{n:,} trajectories per point)")
+    axs.set_title(rf"antipodal two-cluster splits at $\beta$ = {top:g}")
+    axs.legend()
+    return laid_out(fig, run_title("N tokens with a feedforward block", ds))
+
+
+FIGURE = Figure(
+    "ff_tokens", source="ours",
+    description="feedforward blocks, N = 4 and 8 tokens: antipodal pairs and their splits with "
+                "ReLU and erf blocks against the paper's model (ours)",
+    scales=SCALES,
+    schema={"n_tokens": integers(3, 64), "activations": choices(ACTIVATIONS), **BLOCK_SCHEMA},
+    cell=cell, run=run,
+    work=trajectory_layer_work("n_tokens", "activations", "rs", "betas"),
+    seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

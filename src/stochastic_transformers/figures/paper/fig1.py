@@ -31,9 +31,11 @@ Its zeros are the rest points of a third token under the deterministic flow; we 
 them with their stability.  With softmax attention the field is the same up to a positive
 factor at every point, so the directions and rest points do not change.
 
-The figure needs no simulation: :func:`compute` evaluates the field and returns a small
-dataset.
+The figure needs no simulation: :func:`run` evaluates the field
+(:func:`stochastic_transformers.attention.attention_paths_last`, one configuration
+:math:`(X, X^1, X^2)` per point of the circle) and returns a small dataset.
 """
+
 
 from __future__ import annotations
 
@@ -42,11 +44,11 @@ import math
 import numpy as np
 import xarray as xr
 
-from .._validation import check_real
-from .base import integer, laid_out, real, resolve_scale
-
-ID = "fig1"
-DESCRIPTION = "attention field on the circle: unnormalised A^U vs its tangent projection (beta = 1)"
+from ..._validation import check_real
+from ...attention import attention_paths_last, tangent_projection
+from ..base import laid_out
+from ..knobs import integer, real
+from ..spec import Figure
 
 _BASE = dict(beta=1.0, token_angles=(0.0, 120.0), attention="unnormalized")
 SCALES = {
@@ -63,41 +65,9 @@ def _two_angles(name, value, knobs):
     return tuple(check_real(f"{name}[{i}]", a) for i, a in enumerate(value))
 
 
-#: The knobs beyond the shared ``attention`` (:data:`.base.KNOB_CHECKS`).
-KNOB_SCHEMA = {"beta": real(0.0), "token_angles": _two_angles, "n_arrows": integer(4),
-               "n_fine": integer(16)}
-
-
 def _unit(angle_rad):
     angle_rad = np.asarray(angle_rad, dtype=float)
     return np.stack([np.cos(angle_rad), np.sin(angle_rad)], axis=-1)
-
-
-def attention_field(x, tokens, beta, attention="unnormalized"):
-    r"""Attention received by points ``x`` (..., d) from the sequence ``(x, tokens...)``.
-
-    ``tokens`` is (K, d).  Unnormalised: :math:`\frac{1}{K+1}\sum_j e^{\beta\langle x,
-    x_j\rangle} x_j` over :math:`x_j \in (x, \text{tokens})`; softmax: the same weights
-    normalised to sum to one.  :math:`Q = K = \mathrm{Id}`.
-    """
-    x = np.asarray(x, dtype=float)
-    tokens = np.asarray(tokens, dtype=float)
-    seq = np.concatenate([np.broadcast_to(x[..., None, :], x.shape[:-1] + (1, x.shape[-1])),
-                          np.broadcast_to(tokens, x.shape[:-1] + tokens.shape)], axis=-2)
-    logits = beta * np.einsum("...a,...ja->...j", x, seq)
-    if attention == "softmax":
-        w = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        w /= w.sum(axis=-1, keepdims=True)
-    else:
-        w = np.exp(logits) / seq.shape[-2]
-    return np.einsum("...j,...ja->...a", w, seq)
-
-
-def tangent_projection(x, a):
-    r""":math:`P^\perp_x[a] = a - \langle x, a\rangle x` for unit vectors ``x`` (..., d)."""
-    x = np.asarray(x, dtype=float)
-    a = np.asarray(a, dtype=float)
-    return a - np.sum(x * a, axis=-1, keepdims=True) * x
 
 
 def rest_points(theta, speed):
@@ -121,57 +91,54 @@ def rest_points(theta, speed):
     return np.mod(np.array(angles), 2 * math.pi), np.array(stable, dtype=bool)
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Evaluate the field on the circle.
+def _field(theta, tokens, beta, attention):
+    r"""At the points X of angles ``theta``: X, the attention A it receives from
+    ``(X, tokens...)``, its tangent part, :math:`\langle X, A\rangle` and the signed
+    length of the tangent part along the counter-clockwise unit tangent."""
+    x = _unit(theta)
+    seq = np.empty((len(tokens) + 1, 2, theta.size))   # one configuration per point
+    seq[0] = x.T
+    seq[1:] = tokens[:, :, None]
+    a = attention_paths_last(seq, beta, attention)[0].T
+    p = tangent_projection(x, a)
+    tau = np.stack([-np.sin(theta), np.cos(theta)], axis=-1)
+    return x, a, p, np.sum(a * x, axis=-1), np.sum(p * tau, axis=-1)
 
-    Returns a dataset with ``position(theta, component)``, ``field`` (the unnormalised
-    attention :math:`A^U`), ``tangent_field`` (its projection :math:`P^\\perp_X A^U`),
-    ``radial(theta)`` and ``tangential(theta)`` (the components along X and along the
-    unit tangent), the same two on a fine grid (``radial_fine``, ``tangential_fine``
-    over ``theta_fine``), the fixed ``tokens(token, component)``, and the rest points of
-    the projected flow (``rest_angle(rest)`` in degrees, ``rest_stable(rest)``).
-    ``scheduler``, ``cache_dir`` and ``progress`` are accepted for the common interface
-    and unused.
+
+def run(knobs, sweeps):
+    r"""Evaluate the field on the circle (no sweep: ``sweeps`` is unused).
+
+    Returns a dataset with ``position(theta, component)``, ``field`` (the attention
+    :math:`A`), ``tangent_field`` (its projection :math:`P^\perp_X A`), ``radial(theta)``
+    and ``tangential(theta)`` (the components along X and along the unit tangent), the
+    same two on a fine grid (``radial_fine``, ``tangential_fine`` over ``theta_fine``), the
+    fixed ``tokens(token, component)``, and the rest points of the projected flow
+    (``rest_angle(rest)`` in degrees, ``rest_stable(rest)``).
     """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
     beta, attention, angles = knobs["beta"], knobs["attention"], knobs["token_angles"]
     tokens = _unit(np.deg2rad(angles))
-
-    def evaluate(theta):
-        x = _unit(theta)
-        a = attention_field(x, tokens, beta, attention)
-        p = tangent_projection(x, a)
-        tau = np.stack([-np.sin(theta), np.cos(theta)], axis=-1)
-        return x, a, p, np.sum(a * x, axis=-1), np.sum(p * tau, axis=-1)
-
     theta = np.linspace(0.0, 2 * math.pi, knobs["n_arrows"], endpoint=False)
     theta_fine = np.linspace(0.0, 2 * math.pi, knobs["n_fine"], endpoint=False)
-    x, a, p, radial, tangential = evaluate(theta)
-    _, _, _, radial_f, tangential_f = evaluate(theta_fine)
+    x, a, p, radial, tangential = _field(theta, tokens, beta, attention)
+    *_, radial_f, tangential_f = _field(theta_fine, tokens, beta, attention)
     rest, stable = rest_points(theta_fine, tangential_f)
-    comp = ["x", "y"]
+    vector = ("theta", "component")
     ds = xr.Dataset(
-        {
-            "position": (("theta", "component"), x),
-            "field": (("theta", "component"), a,
-                      {"long_name": "attention A_beta(X, (X, X1, X2))"}),
-            "tangent_field": (("theta", "component"), p,
-                              {"long_name": "tangent projection P_X^perp[A]"}),
-            "radial": (("theta",), radial, {"long_name": "<X, A>"}),
-            "tangential": (("theta",), tangential, {"long_name": "<P_X^perp A, tau>"}),
-            "radial_fine": (("theta_fine",), radial_f),
-            "tangential_fine": (("theta_fine",), tangential_f),
-            "tokens": (("token", "component"), tokens),
-            "rest_angle": (("rest",), np.rad2deg(rest), {"units": "degree"}),
-            "rest_stable": (("rest",), stable),
-        },
+        {"position": (vector, x),
+         "field": (vector, a, {"long_name": "attention A_beta(X, (X, X1, X2))"}),
+         "tangent_field": (vector, p, {"long_name": "tangent projection P_X^perp[A]"}),
+         "radial": (("theta",), radial, {"long_name": "<X, A>"}),
+         "tangential": (("theta",), tangential, {"long_name": "<P_X^perp A, tau>"}),
+         "radial_fine": (("theta_fine",), radial_f),
+         "tangential_fine": (("theta_fine",), tangential_f),
+         "tokens": (("token", "component"), tokens),
+         "rest_angle": (("rest",), np.rad2deg(rest), {"units": "degree"}),
+         "rest_stable": (("rest",), stable)},
         coords={"theta": np.rad2deg(theta), "theta_fine": np.rad2deg(theta_fine),
-                "component": comp, "token": [1, 2]},
-    )
+                "component": ["x", "y"], "token": [1, 2]})
     ds.theta.attrs["units"] = "degree"
     ds.theta_fine.attrs["units"] = "degree"
-    ds.attrs.update(figure=ID, scale=scale, beta=beta, attention=attention,
-                    token_angles_deg=list(angles), B="identity")
+    ds.attrs.update(beta=beta, attention=attention, token_angles_deg=list(angles), B="identity")
     return ds
 
 
@@ -182,8 +149,6 @@ def pull_peak_angle(beta):
     if beta == 0.0:
         return 90.0
     return math.degrees(math.acos((math.sqrt(1.0 + 4.0 * beta * beta) - 1.0) / (2.0 * beta)))
-
-
 def summary(ds) -> dict:
     """Numbers the notebook quotes: sizes of the radial and tangential parts, rest points,
     and whether the midpoint of the shorter arc between the fixed tokens attracts.
@@ -238,11 +203,40 @@ def summary(ds) -> dict:
     }
 
 
+def _degrees(values) -> str:
+    return ", ".join(f"{v:.1f}°" for v in values) if values else "none"
+
+
+def texts(stats) -> dict[str, str]:
+    """The page's plain-text phrases: the stable and the unstable rest points, in degrees."""
+    return {"stable_rest_text": _degrees(stats["stable_rest"]),
+            "unstable_rest_text": _degrees(stats["unstable_rest"])}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's verdict phrases (Markdown): ``radial_reading``, where the field points,
+    and ``midpoint_reading``, what the midpoint between the fixed tokens does."""
+    radial = ("the field points out of the circle everywhere" if stats["field_points_outward"]
+              else "the field has a large radial part, pointing inwards in places")
+    if stats["midpoint_attracts_arc"]:
+        midpoint = ("attracts, and it is the only rest point between them: a token placed "
+                    "anywhere between them ends at the midpoint")
+    elif stats["midpoint_stable"]:
+        others = [v for v in stats["stable_rest_on_arc"] + stats["unstable_rest_on_arc"]
+                  if abs((v - stats["midpoint"] + 180) % 360 - 180) > 1e-3]
+        midpoint = (f"attracts, but it is not the only rest point between them (others at "
+                    f"{_degrees(others)}): a token near the midpoint ends there")
+    else:
+        midpoint = ("repels: a token between them is drawn instead to the stable point beside "
+                    f"one of them ({_degrees(stats['stable_rest_on_arc'])})")
+    return {"radial_reading": radial, "midpoint_reading": midpoint}
+
+
 def plot(ds):
     """Left: the unnormalised field as arrows on the circle; right: its tangent projection."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     col = palette(10)
     arrow_c, token_c, rest_c = col[0], col[3], col[2]
@@ -258,32 +252,35 @@ def plot(ds):
         # Each panel has its own arrow scale (the longest arrow is 0.8 of the radius);
         # the true lengths are in the titles.
         longest = float(np.linalg.norm(v, axis=-1).max())
-        scale = longest / 0.8 if longest > 0 else 1.0
         ax.quiver(x[:, 0], x[:, 1], v[:, 0], v[:, 1], angles="xy", scale_units="xy",
-                  scale=scale, color=arrow_c, width=0.006, headwidth=3.5, headlength=4,
-                  zorder=4)
+                  scale=longest / 0.8 if longest > 0 else 1.0, color=arrow_c, width=0.006,
+                  headwidth=3.5, headlength=4, zorder=4)
         ax.plot(x[:, 0], x[:, 1], "o", ms=2.5, color="0.3", zorder=3)
         for k, tok in enumerate(ds.tokens.values, start=1):
             ax.plot(*tok, "o", ms=10, color=token_c, zorder=5)
             ax.annotate(rf"$X^{k}$", tok, xytext=(0.78 * tok[0], 0.78 * tok[1]), ha="center",
-                        va="center", fontsize=12, color=token_c)
-        ax.set_aspect("equal")
-        ax.set_xlim(-1.9, 1.9)
-        ax.set_ylim(-1.9, 1.9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        for side in ("left", "bottom", "top", "right"):
-            ax.spines[side].set_visible(False)
-        ax.set_title(f"{title}\nlongest arrow: {longest:.2f}", fontsize=11)
+                        va="center", color=token_c)
+        ax.set(aspect="equal", xlim=(-1.9, 1.9), ylim=(-1.9, 1.9),
+               title=f"{title}\nlongest arrow: {longest:.2f}")
+        ax.axis("off")
     ax = axes[1]
     for ang, stable in zip(ds.rest_angle.values, ds.rest_stable.values):
-        pt = _unit(np.deg2rad(ang))
-        ax.plot(*pt, marker="o", ms=8, mfc=rest_c if stable else "white", mec=rest_c, mew=1.5,
-                ls="none", zorder=6)
+        ax.plot(*_unit(np.deg2rad(ang)), marker="o", ms=8, mfc=rest_c if stable else "white",
+                mec=rest_c, mew=1.5, ls="none", zorder=6)
     ax.plot([], [], "o", ms=8, color=rest_c, label="stable rest point")
     ax.plot([], [], "o", ms=8, mfc="white", mec=rest_c, mew=1.5, label="unstable rest point")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2)
     angles = ", ".join(f"{v:g}°" for v in ds.attrs["token_angles_deg"])
     return laid_out(fig, rf"Attention field on $S^1$ for $\mathbf{{X}} = (X, X^1, X^2)$: "
                     rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "
-                    rf"$X^1, X^2$ at {angles}", fontsize=11)
+                    rf"$X^1, X^2$ at {angles}")
+
+
+FIGURE = Figure(
+    "fig1", source="paper",
+    description="attention field on the circle: unnormalised A^U vs its tangent projection "
+                "(beta = 1)",
+    scales=SCALES, schema={"beta": real(0.0), "token_angles": _two_angles,
+                           "n_arrows": integer(4), "n_fine": integer(16)},
+    run=run, summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

@@ -20,18 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import simulate, theory
-from ..classification import outcome_counts
-from ..config import ModelConfig, RunConfig
-from ..stats import agreement_z
-from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integers,
-                   knob_attr, laid_out, resolve_scale, trajectory_layer_work)
-
-ID = "fig3"
-#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
-#: :func:`cell` returns different outputs or numbers for the same arguments.
-CELL_VERSION = "1"
-DESCRIPTION = "two tokens: P(antipodal) vs beta for d = 4..10, with the exact limit curve (Theorem 2)"
+from ... import simulate, theory
+from ...classification import outcome_counts
+from ...config import ModelConfig, RunConfig
+from ...stats import agreement_z
+from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
+from ..knobs import integers
+from ..spec import Figure
 
 SCALES = {
     "smoke": dict(d=(4, 6), betas=tuple(np.linspace(0.0, 3.0, 5)), n_traj=200, L=50, T=100.0,
@@ -41,9 +36,6 @@ SCALES = {
     "paper": dict(d=tuple(range(4, 11)), betas=tuple(np.linspace(0.0, 4.0, 33)), n_traj=40_000,
                   L=100, T=500.0, attention="softmax", tol=1e-3, stop_level=1e-6, seed=0),
 }
-#: The knobs are the shared ones (:data:`.base.KNOB_CHECKS`); d is always a list here.
-KNOB_SCHEMA = {"d": integers(2)}
-
 
 def cell(*, d, beta, n_traj, L, T, attention, tol, stop_level, seed):
     """One (d, beta) point: outcome counts of ``n_traj`` two-token trajectories at T."""
@@ -58,26 +50,12 @@ def cell(*, d, beta, n_traj, L, T, attention, tol, stop_level, seed):
             "mean_layers": float(layers.mean()), "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (d, beta) sweep and attach the exact limit curve.
-
-    Returns a dataset with ``p_antipodal(d, beta)`` and its Wilson 95% band
-    (``p_antipodal_low``, ``p_antipodal_high``), ``p_single``, ``p_unclustered``,
-    ``p_theory(d, beta)``, the curve ``p_theory_fine(d, beta_fine)``,
-    ``beta_c(d)``, ``z_score(d, beta)`` (deviation from theory in standard errors)
-    and ``n_traj``.
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    ds = figure_sweep(__name__, scale, {"d": list(knobs["d"]), "beta": list(knobs["betas"])},
-                      fixed={k: knobs[k] for k in ("n_traj", "L", "T", "attention", "tol",
-                                                   "stop_level")},
-                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                      progress=progress)
-    return _finish(ds, scale)
-
-
-def _finish(ds, scale):
-    """Fractions, intervals, theory and agreement statistics from the raw counts."""
+def finish(ds, knobs):
+    """The (d, beta) sweep's counts with their fractions and Wilson 95% bands
+    (``p_antipodal``, ``p_antipodal_low``, ``p_antipodal_high``, ``p_single``,
+    ``p_unclustered``), the exact limit ``p_theory(d, beta)`` and its curve
+    ``p_theory_fine(d, beta_fine)``, ``beta_c(d)`` and ``z_score(d, beta)`` (deviation from
+    theory in standard errors)."""
     ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     d_vals, betas = ds.d.values, ds.beta.values
     ds["p_theory"] = (("d", "beta"), np.array([[float(theory.antipodal_probability(b, d))
@@ -88,7 +66,7 @@ def _finish(ds, scale):
         [np.asarray(theory.antipodal_probability(beta_fine, d), dtype=float) for d in d_vals]))
     ds["beta_c"] = (("d",), np.array([theory.critical_beta(d) for d in d_vals], dtype=float))
     ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory)
-    ds.attrs.update(scale=scale, figure=ID, attention_note="softmax; SA and USA share the limit curve")
+    ds.attrs.update(attention_note="softmax; SA and USA share the limit curve")
     return ds
 
 
@@ -97,12 +75,6 @@ def _finish(ds, scale):
 #: scheduled trajectory-layers on the project's 2-core machine).  Early stopping ends
 #: most trajectories long before LT layers, so this is far below fig8's rate.
 SECONDS_PER_WORK = 1.1e-8
-
-
-work = trajectory_layer_work("d", "betas")
-
-
-cost = cost_function(__name__)
 
 
 #: Half-width of the band around beta_c(d) treated as "near the threshold" in :func:`summary`.
@@ -163,11 +135,28 @@ def summary(ds) -> dict:
     }
 
 
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent phrases (Markdown): ``thresholds``, the list of
+    :math:`\beta_c(d)`, and ``far_reading``, what the points away from them resolve."""
+    thresholds = ", ".join(f"$\\beta_c({d})={b:.3f}$" for d, b in stats["beta_c"].items())
+    if not stats["far_bias_resolved"]:
+        far = ("At this statistical resolution the discrete model is indistinguishable from "
+               "its limit away from the threshold.")
+    else:
+        side = "deficit" if stats["far_mean_bias"] < 0 else "excess"
+        far = (f"With this many trajectories a small systematic {side} of antipodal pairs away "
+               "from the thresholds is resolved. We attribute it to the finite depth scale L, "
+               "but have not measured how it depends on L: Theorem 1 is a statement about a "
+               "finite time interval and says nothing about how fast the outcome probability "
+               "of the discrete model approaches the limit's.")
+    return {"thresholds": thresholds, "far_reading": far}
+
+
 def plot(ds):
     """P(antipodal) vs beta, one colour per d: points with 95% bands, exact curve, beta_c."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     d_vals = ds.d.values
     colours = palette(len(d_vals))
@@ -187,12 +176,23 @@ def plot(ds):
     ax.set_ylabel(r"$P(\mathrm{antipodal\ at\ } T)$")
     n = int(ds.n_traj.values.max())
     ax.set_title(f"Two tokens: the phase transition (N = 2, L = {ds.attrs.get('fixed_L', '?')}, "
-                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}, {n:,} trajectories per point)",
-                 fontsize=10)
-    ax.legend(ncol=3, fontsize=8, loc="upper left")
+                 f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}, {n:,} trajectories per point)")
+    ax.legend(ncol=3, loc="upper left")
     ax.set_ylim(-0.01, max(0.45, float(ds.p_antipodal_high.max()) + 0.03))
     axz.axhspan(-2, 2, color="0.9", zorder=0)
     axz.axhline(0, color="0.4", lw=0.8)
-    axz.set_ylabel("(sim - theory) / se", fontsize=9)
+    axz.set_ylabel("(sim - theory) / se")
     axz.set_xlabel(r"$\beta$")
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "fig3", source="paper",
+    description="two tokens: P(antipodal) vs beta for d = 4..10, with the exact limit curve "
+                "(Theorem 2)",
+    scales=SCALES, schema={"d": integers(2)},  # d is always a list here
+    cell=cell, grid={"d": "d", "beta": "betas"},
+    fixed=("n_traj", "L", "T", "attention", "tol", "stop_level"), finish=finish,
+    work=trajectory_layer_work("d", "betas"), seconds_per_work=SECONDS_PER_WORK,
+    summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

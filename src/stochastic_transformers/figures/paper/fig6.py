@@ -2,39 +2,29 @@ r"""Figure 6: antipodal pairs survive for more than two tokens.
 
 N tokens i.i.d. uniform on :math:`S^{d-1}`, d = 4, pushed through :math:`LT` layers of
 the stochastic model (paper eq. 4) with i.i.d. Gaussian value matrices shared by all
-tokens.  At the horizon T a trajectory *has an antipodal pair* when some pair of tokens
-has :math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`; the figure is the fraction of
-trajectories that do, against :math:`\beta \in [0, 8]`, one curve per N.  Theorem 2
-covers only N = 2; for :math:`N \ge 3` the paper reports simulations (section 6,
-paragraph "Multiple Tokens Case") and conjectures that the antipodal configurations are
-stable.
+tokens.  At T a trajectory *has an antipodal pair* when some pair of tokens has
+:math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`; the figure is the fraction that do,
+against :math:`\beta \in [0, 8]`, one curve per N.  Theorem 2 covers only N = 2; for
+:math:`N \ge 3` the paper reports simulations (section 6, paragraph "Multiple Tokens
+Case") and conjectures that the antipodal configurations are stable.
 
-We also record the fraction of trajectories that are *clustered* at T (every pair
-together or antipodal; a clustered configuration then has one or two clusters) and the
-mean number of clusters (connected components of the "together" graph), and draw the
-two-token limit probability of ending antipodal from a uniform start as a reference: the
-exit probability :math:`(S(1) - S(z_0))/(S(1) - S(-1))` of the proof of Theorem 2 (the
-paper's appendix C.3), averaged over :math:`z_0`
+We also record the fraction *clustered* at T (every pair together or antipodal) and the
+mean number of clusters, and draw as a reference the two-token limit probability of ending
+antipodal from a uniform start: the exit probability :math:`(S(1) - S(z_0))/(S(1) -
+S(-1))` of the proof of Theorem 2 (the paper's appendix C.3), averaged over :math:`z_0`
 (:func:`stochastic_transformers.theory.antipodal_probability`).
 
-Attention is softmax by default (the paper leaves it open): the softmax output is a
-convex combination of unit vectors, so :math:`|A_i| \le 1` and the root-mean-square
-step of a layer, :math:`\sigma|A_i|\sqrt{d/L}`, is at most :math:`\sigma\sqrt{d/L}`
-whatever :math:`\beta`; unnormalised attention grows like :math:`e^{\beta}`, and at
-:math:`\beta = 8`, L = 100 a single layer would move tokens by tens to hundreds of radii,
-far from the diffusion regime.  For N = 2 the two choices give the same law of the
-final outcome (the softmax overlap is a random time change of the unnormalised one: its
-drift and squared diffusion are the unnormalised ones times
-:math:`4/(e^\beta + e^{\beta Z})^2`, so both share the scale function, but the fractions at
-a finite T differ); for :math:`N \ge 3` they do not, so the choice is a parameter.
+Attention is softmax by default: :math:`|A_i| \le 1`, so a layer's root-mean-square step
+is at most :math:`\sigma\sqrt{d/L}` whatever :math:`\beta`, where unnormalised attention
+grows like :math:`e^{\beta}`.  For N = 2 both give the same law of the final outcome (the
+softmax overlap is a random time change of the unnormalised one, with the same scale
+function, but not the same fractions at a finite T); for :math:`N \ge 3` they do not.
 
-The simulation takes the reduced path (:func:`stochastic_transformers.simulate`,
-``method="reduced"``): the N-token map until the tokens occupy at most two points, then
-nothing (one point) or the weighted two-cluster chain, which is exact for two-point
-configurations.  Each cell also counts the splits the tokens merged into, and for
-balanced splits (:math:`m_1 = m_2`, which behave exactly as two tokens) the limit
-probability of ending antipodal from the overlap at the merge (the exit probability of the
-proof of Theorem 2).
+The simulation takes the reduced path (``method="reduced"``): the N-token map until the
+tokens occupy at most two points, then the exact weighted two-cluster chain.  Each cell
+counts the splits the tokens merged into and, for balanced splits (:math:`m_1 = m_2`,
+which behave exactly as two tokens), the limit probability of ending antipodal from the
+overlap at the merge.
 """
 
 from __future__ import annotations
@@ -43,18 +33,16 @@ import time
 
 import numpy as np
 
-from .. import simulate, theory
-from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from ..config import ModelConfig, RunConfig
-from ..stats import add_fraction, count_z
-from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integer,
-                   integers, laid_out, reals, resolve_scale, trajectory_layer_work)
-
-ID = "fig6"
-#: Version of this module's cell outputs; bump it whenever :func:`cell` returns different
-#: outputs or numbers, so that cached cells of the old version are not reused.
-CELL_VERSION = "2"  # 2: the reduced path and its split counts
-DESCRIPTION = "N >= 3 tokens: P(at least one antipodal pair at T) vs beta for several N, d = 4"
+from ... import simulate, theory
+from ...classification import has_antipodal_pair, is_clustered, n_clusters
+from ...config import ModelConfig, RunConfig
+from ...stats import add_fraction, count_z, z_digest
+from ..base import add_outcome_fractions, cell_threads, laid_out, trajectory_layer_work
+from ..knobs import integer, integers, reals
+from ..spec import Figure
+from . import _fig6_page
+# the page's tables, for the notebook
+from ._fig6_page import landmarks_table, splits_table  # noqa: F401
 
 _BETAS = tuple(float(b) for b in np.arange(0.0, 8.0 + 1e-9, 0.5))
 SCALES = {
@@ -65,23 +53,14 @@ SCALES = {
     "paper": dict(n_tokens=(3, 4, 5, 8), betas=_BETAS, n_traj=10_000, L=100, T=500.0, d=4,
                   attention="softmax", tol=1e-3, seed=0),
 }
-#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): one dimension d, and lists
-#: of token counts and betas without repeats.
-KNOB_SCHEMA = {"n_tokens": integers(2, distinct=True), "betas": reals(0.0, distinct=True),
-               "d": integer(2)}
 
 
 def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
-    """One (N, beta) point: counts of the classifications of ``n_traj`` trajectories at T.
-
-    Besides the classifications at T, it counts what the two-cluster reduction saw: the
-    trajectories whose tokens merged into one point, into a balanced two-point split
-    (m1 = m2) or an unbalanced one, how many of each end with an antipodal pair, and, for
-    the balanced ones, the sum over trajectories of the limit probability of ending
-    antipodal from the overlap at the merge (the exit probability of the proof of Theorem 2,
-    the paper's appendix C.3, exact for a balanced split): its expected count of antipodal
-    pairs as T goes to infinity.
-    """
+    """One (N, beta) point: counts of the classifications of ``n_traj`` trajectories at T,
+    and what the two-cluster reduction saw: the trajectories merged into one point, into a
+    balanced split (m1 = m2) or an unbalanced one, those of each with an antipodal pair at
+    T, and for the balanced ones the sum (and the sum of p(1 - p)) of their limit
+    probabilities p of ending antipodal from the overlap at the merge."""
     cpu0 = time.process_time()
     ds = simulate(ModelConfig(d=d, beta=beta, attention=attention),
                   RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, seed=seed, tol=tol,
@@ -112,11 +91,15 @@ def cell(*, n_tokens, beta, n_traj, L, T, d, attention, tol, seed):
             "simulate_s": float(ds.attrs["wall_time_s"]), "simulate_cpu_s": float(cpu)}
 
 
-def _finish(ds, scale):
-    """Fractions, bands, mean cluster count, the split decomposition and the reference curves."""
+def finish(ds, knobs):
+    """Over (``n_tokens``, ``beta``): ``p_antipodal_pair``, ``p_clustered`` and
+    ``p_two_clusters`` (clustered with an antipodal pair) with Wilson 95% bands,
+    ``mean_n_clusters``, the split decomposition (``p_antipodal_balanced``,
+    ``p_antipodal_unbalanced``, ``p_antipodal_balanced_predicted`` and ``balanced_z``), the
+    two-token limit curve ``p_two_token_theory(beta_fine)`` and ``beta_c`` (attribute)."""
     ds = add_outcome_fractions(ds, ("antipodal_pair", "clustered"))
     ds = add_fraction(ds, "n_clustered_antipodal", "n_traj", "p_two_clusters")
-    if "n_balanced" in ds:   # results of CELL_VERSION >= 2
+    if "n_balanced" in ds:   # results of cell version >= 2
         ds = add_outcome_fractions(ds, ("antipodal_balanced", "antipodal_unbalanced"))
         ds["p_antipodal_balanced_predicted"] = ds.predicted_antipodal_balanced / ds.n_traj
         ds.p_antipodal_balanced_predicted.attrs["long_name"] = (
@@ -135,53 +118,25 @@ def _finish(ds, scale):
         theory.antipodal_probability(np.minimum(beta_fine, theory.SCALE_FUNCTION_BETA_MAX), d), dtype=float),
         {"long_name": "two-token limit P(antipodal) from a uniform start (exit probability "
                       "of the proof of Theorem 2), same d"})
-    ds.attrs.update(scale=scale, figure=ID, beta_c=float(theory.critical_beta(d)),
+    ds.attrs.update(beta_c=float(theory.critical_beta(d)),
                     attention_note="softmax keeps |A| <= 1, so steps stay small at large beta")
     return ds
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (N, beta) sweep.
-
-    Returns a dataset over (``n_tokens``, ``beta``) with ``p_antipodal_pair`` and its
-    Wilson 95% band (``p_antipodal_pair_low``, ``p_antipodal_pair_high``),
-    ``p_clustered`` (with band), ``p_two_clusters`` (clustered with an antipodal pair,
-    with band), ``mean_n_clusters``, the raw counts, ``n_traj``, the two-token limit
-    curve ``p_two_token_theory(beta_fine)`` and ``beta_c`` (attribute).
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    ds = figure_sweep(__name__, scale, {"n_tokens": list(knobs["n_tokens"]),
-                                        "beta": list(knobs["betas"])},
-                      fixed={k: knobs[k] for k in ("n_traj", "L", "T", "d", "attention", "tol")},
-                      seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                      progress=progress)
-    return _finish(ds, scale)
-
-
-#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) on the reduced
-#: path, measured on the committed paper run (results/fig6_paper.nc: its cell time over its
-#: scheduled trajectory-layers, N = 3, 4, 5, 8, on the project's 2-core machine).
+#: Seconds of simulation per trajectory-layer (:func:`work`) on the reduced path, measured on
+#: the committed paper run (results/fig6_paper.nc, N = 3, 4, 5, 8, on 2 cores).
 SECONDS_PER_WORK = 4.96e-8
-
-
 work = trajectory_layer_work("n_tokens", "betas")
 
 
-cost = cost_function(__name__, note=":func:`cost_report` breaks a run's cost down by N.")
-
-
 def cost_report(ds, scale="paper") -> dict:
-    """What the run cost and what ``scale`` would cost at the same speed, in detail.
+    """What the run cost and what ``scale`` would cost at the same speed.
 
-    ``cpu_s`` is the CPU time of the simulations summed over the cells (what a cluster has
-    to supply; on a shared machine the wall time of a cell, summed in ``cell_wall_s``, is
-    longer).  Speeds are medians over cells of that CPU time per layer per trajectory
-    (the median leaves out the one-off compilation that the first cell of a fresh
-    process pays, which dominates tiny runs): ``per_step_us`` over all cells and
-    ``per_step_us_by_n`` for each N (larger N costs more).  The projection for ``scale``
-    uses the speed of each N where this run has it, the overall median otherwise;
-    ``{scale}_longest_cell_min`` is the slowest point, about the wall time of a cluster
-    with one worker per point.
+    ``cpu_s``: the simulations' CPU time summed over the cells (``cell_wall_s`` their wall
+    time).  Speeds are medians over cells of CPU time per layer per trajectory (the median
+    leaves out the first cell's compilation): ``per_step_us``, and ``per_step_us_by_n`` for
+    each N.  The projection for ``scale`` uses each N's speed where this run has it, the
+    overall median otherwise; ``{scale}_longest_cell_min`` is the slowest point.
     """
     n_layers = int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
     steps = float(ds.n_traj.sum()) * n_layers
@@ -202,111 +157,97 @@ def cost_report(ds, scale="paper") -> dict:
             f"{scale}_longest_cell_min": max(cell_s) / 60.0}
 
 
-#: Balanced splits agree with their limit prediction when every |z| is at most this
-#: (|z| = |observed - predicted| / SE over the 17 betas of each even N: with correct
-#: predictions the chance that one of 34 normal scores exceeds 3.5 is about 1.6%).
+#: Balanced splits agree with their limit prediction when every |z| is at most this (over
+#: 17 betas of 2 even N, a correct prediction exceeds 3.5 somewhere with chance ~1.6%).
 BALANCED_Z_MAX = 3.5
-#: The balanced-split prediction is *sharp* (almost certain for each trajectory) when the
-#: mean of p(1 - p) over the balanced splits of every even N and beta is at most this, p
-#: being a trajectory's limit probability of ending antipodal from its overlap at the
-#: merge.  The comparison with :data:`BALANCED_Z_MAX` then checks the balanced chain after
-#: the merge, where the outcome is nearly decided, not which split the N tokens reach.
+#: The balanced prediction is *sharp* (almost certain per trajectory) when the mean of
+#: p(1 - p) over the balanced splits is at most this at every even N and beta: the
+#: comparison then checks the balanced chain after the merge, not which split N tokens reach.
 BALANCED_SHARP_PQ = 0.01
+
+
+def _per_n(sub, betas) -> dict:
+    """The curve's landmarks for one N and, with split counts, where its pairs come from."""
+    p = sub.p_antipodal_pair.values
+    i_max = int(np.argmax(p))
+    positive = betas[sub.p_antipodal_pair_low.values > 0]
+    row = {"p_at_beta0": float(p[0]), "p_max": float(p[i_max]),
+           "beta_at_max": float(betas[i_max]), "p_last": float(p[-1]),
+           "low_last": float(sub.p_antipodal_pair_low.values[-1]),
+           "high_last": float(sub.p_antipodal_pair_high.values[-1]),
+           "first_beta_positive": float(positive.min()) if positive.size else float("nan"),
+           "min_clustered": float(sub.p_clustered.min()),
+           "beta_min_clustered": float(betas[int(np.argmin(sub.p_clustered.values))]),
+           "mean_clusters_last": float(sub.mean_n_clusters.values[-1]),
+           "mean_clusters_max": float(sub.mean_n_clusters.max())}
+    if "n_balanced" not in sub:
+        return row
+    last = sub.isel(beta=-1)
+    n_anti = max(int(last.n_antipodal_pair), 1)
+    has = sub.n_balanced.values > 0
+    var = sub.predicted_var_balanced.values
+    n_merged = int((sub.n_balanced + sub.n_unbalanced + sub.n_merged_one).sum())
+    return row | {
+        "p_balanced_last": float(last.p_antipodal_balanced),
+        "p_unbalanced_last": float(last.p_antipodal_unbalanced),
+        "share_balanced_last": float(last.n_antipodal_balanced) / n_anti,
+        "share_unbalanced_last": float(last.n_antipodal_unbalanced) / n_anti,
+        "share_unmerged_last": float(last.n_antipodal_pair - last.n_antipodal_balanced
+                                     - last.n_antipodal_unbalanced) / n_anti,
+        "frac_balanced_last": float(last.n_balanced / last.n_traj),
+        "frac_unbalanced_last": float(last.n_unbalanced / last.n_traj),
+        "frac_merged_one_last": float(last.n_merged_one / last.n_traj),
+        "predicted_balanced_last": float(last.p_antipodal_balanced_predicted),
+        "balanced_max_abs_z": z_digest(sub.balanced_z.values)["max_abs_z"],
+        # what the comparison can see: the mean of p(1 - p) over the balanced splits and the
+        # standard error of a predicted count (NaN without balanced splits)
+        "balanced_mean_pq_max": (float(np.max(var[has] / sub.n_balanced.values[has]))
+                                 if has.any() else float("nan")),
+        "balanced_se_max": float(np.sqrt(np.max(var[has]))) if has.any() else float("nan"),
+        "mean_merge_time": float(sub.sum_merge_time.sum() / max(1, n_merged))}
 
 
 def summary(ds) -> dict:
     r"""Numbers the notebook quotes, and the verdicts on the split decomposition.
 
-    ``per_n[N]`` has the curve's landmarks and, with the split counts, the shares of the
-    antipodal pairs at the largest beta that come from balanced and from unbalanced
-    splits; ``balanced_max_abs_z`` is the largest |observed - predicted| / SE of the
-    balanced splits over beta (even N), and ``balanced_agree`` says whether it is at most
-    :data:`BALANCED_Z_MAX`.  ``odd_all_unbalanced`` checks that no odd N has a balanced
-    split (there is none: the reduction's explanation of the parity effect).
-    What that comparison can see: ``balanced_mean_pq_max`` is the largest, over even N and
-    beta, of the mean of p(1 - p) over the balanced splits (p a trajectory's predicted
-    probability from its overlap at the merge), ``balanced_se_max`` the largest standard
-    error of a predicted count (in trajectories), and ``balanced_prediction_sharp`` says
-    whether ``balanced_mean_pq_max`` is at most :data:`BALANCED_SHARP_PQ` (None without an
-    even N); ``per_n[N]`` has the same two numbers for each even N.
-
-    Also: the run's settings (``L``, ``T``, ``d``, ``attention``, ``beta_last``, the
-    largest beta), ``band_half_width`` (half the width of the Wilson 95% band of a
-    fraction near 1/2 with ``n_traj`` trajectories, :math:`1.96 \cdot 0.5/\sqrt{n}`), and
-    ``lowest_clustered``: the N whose fraction clustered at T is lowest (``n``), that
-    fraction (``p``) and its beta, and the betas between which that N's antipodal
-    fraction rises most (``rise_from``, ``rise_to``).
+    ``per_n[N]`` has the curve's landmarks and, with split counts, the shares of the
+    antipodal pairs at the largest beta from balanced and unbalanced splits,
+    ``balanced_max_abs_z`` (the largest |observed - predicted| / SE over beta),
+    ``balanced_mean_pq_max`` (the largest mean of p(1 - p) over the balanced splits) and
+    ``balanced_se_max`` (the largest standard error of a predicted count).  Over the even N:
+    the same three maxima, ``balanced_agree`` (every |z| <= :data:`BALANCED_Z_MAX`) and
+    ``balanced_prediction_sharp`` (``balanced_mean_pq_max`` <= :data:`BALANCED_SHARP_PQ`),
+    None without an even N; ``odd_all_unbalanced`` (no odd N has a balanced split: the
+    reduction's explanation of the parity effect); ``even_onset_earlier`` (the band leaves
+    zero at a smaller beta for every even N than for any odd N).  Also the settings,
+    ``band_half_width`` (:math:`1.96 \cdot 0.5/\sqrt{n}`) and ``lowest_clustered``: the N
+    least clustered at T, that fraction, its beta and where its antipodal fraction rises most.
     """
     betas = ds.beta.values
     n_traj = int(ds.n_traj.values.max())
-    out = {"n_traj": n_traj, "betas": [float(b) for b in betas],
-           "beta_last": float(betas[-1]),
+    per_n = {int(n): _per_n(ds.sel(n_tokens=n), betas) for n in ds.n_tokens.values}
+    n_low = min(per_n, key=lambda n: per_n[n]["min_clustered"])
+    p_low = ds.p_antipodal_pair.sel(n_tokens=n_low).values
+    i_rise = int(np.argmax(np.diff(p_low))) if p_low.size > 1 else 0
+    first = {n: r["first_beta_positive"] for n, r in per_n.items()}
+    even = [b for n, b in first.items() if n % 2 == 0]
+    odd = [b for n, b in first.items() if n % 2 == 1]
+    out = {"n_traj": n_traj, "betas": [float(b) for b in betas], "beta_last": float(betas[-1]),
            "n_tokens": [int(n) for n in ds.n_tokens.values],
            "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
            "d": int(ds.attrs["fixed_d"]), "attention": str(ds.attrs["fixed_attention"]),
            "band_half_width": float(1.96 * 0.5 / np.sqrt(n_traj)),
-           "beta_c": float(ds.attrs["beta_c"])}
-    per_n = {}
-    split_counts = "n_balanced" in ds
-    for n in ds.n_tokens.values:
-        sub = ds.sel(n_tokens=n)
-        p = sub.p_antipodal_pair.values
-        i_max = int(np.argmax(p))
-        positive = betas[sub.p_antipodal_pair_low.values > 0]
-        row = {
-            "p_at_beta0": float(p[0]),
-            "p_max": float(p[i_max]), "beta_at_max": float(betas[i_max]),
-            "p_last": float(p[-1]), "low_last": float(sub.p_antipodal_pair_low.values[-1]),
-            "high_last": float(sub.p_antipodal_pair_high.values[-1]),
-            "first_beta_positive": float(positive.min()) if positive.size else float("nan"),
-            "min_clustered": float(sub.p_clustered.min()),
-            "beta_min_clustered": float(betas[int(np.argmin(sub.p_clustered.values))]),
-            "mean_clusters_last": float(sub.mean_n_clusters.values[-1]),
-            "mean_clusters_max": float(sub.mean_n_clusters.max()),
-        }
-        if split_counts:
-            last = sub.isel(beta=-1)
-            n_anti = max(int(last.n_antipodal_pair), 1)
-            z = sub.balanced_z.values
-            row.update(
-                p_balanced_last=float(last.p_antipodal_balanced),
-                p_unbalanced_last=float(last.p_antipodal_unbalanced),
-                share_balanced_last=float(last.n_antipodal_balanced) / n_anti,
-                share_unbalanced_last=float(last.n_antipodal_unbalanced) / n_anti,
-                share_unmerged_last=float(last.n_antipodal_pair - last.n_antipodal_balanced
-                                          - last.n_antipodal_unbalanced) / n_anti,
-                frac_balanced_last=float(last.n_balanced / last.n_traj),
-                frac_unbalanced_last=float(last.n_unbalanced / last.n_traj),
-                frac_merged_one_last=float(last.n_merged_one / last.n_traj),
-                predicted_balanced_last=float(last.p_antipodal_balanced_predicted),
-                balanced_max_abs_z=(float(np.nanmax(np.abs(z))) if np.any(np.isfinite(z))
-                                    else float("nan")),
-                **_balanced_sharpness(sub),
-                mean_merge_time=float(sub.sum_merge_time.sum()
-                                      / max(1, int((sub.n_balanced + sub.n_unbalanced
-                                                    + sub.n_merged_one).sum()))),
-            )
-        per_n[int(n)] = row
-    out["per_n"] = per_n
-    n_low = min(per_n, key=lambda n: per_n[n]["min_clustered"])
-    p_low = ds.p_antipodal_pair.sel(n_tokens=n_low).values
-    i_rise = int(np.argmax(np.diff(p_low))) if p_low.size > 1 else 0
-    out["lowest_clustered"] = {"n": int(n_low), "p": per_n[n_low]["min_clustered"],
-                               "beta": per_n[n_low]["beta_min_clustered"],
-                               "rise_from": float(betas[i_rise]),
-                               "rise_to": float(betas[min(i_rise + 1, betas.size - 1)])}
-    # The parity effect: the antipodal band leaves zero at a smaller beta for every even N
-    # than for any odd N (None when the run lacks one parity).
-    first = {n: r["first_beta_positive"] for n, r in per_n.items()}
-    even = [b for n, b in first.items() if n % 2 == 0]
-    odd = [b for n, b in first.items() if n % 2 == 1]
-    out["even_onset_earlier"] = (bool(max(even) < min(odd)) if even and odd else None)
-    last = ds.isel(beta=-1)
-    out["increasing_in_n_at_last_beta"] = bool(np.all(np.diff(last.p_antipodal_pair.values) >= 0))
-    theory_last = float(ds.p_two_token_theory.values[-1])
-    out["two_token_theory_last"] = theory_last
-    out["min_clustered"] = float(ds.p_clustered.min())
-    if split_counts:
+           "beta_c": float(ds.attrs["beta_c"]), "per_n": per_n,
+           "lowest_clustered": {"n": int(n_low), "p": per_n[n_low]["min_clustered"],
+                                "beta": per_n[n_low]["beta_min_clustered"],
+                                "rise_from": float(betas[i_rise]),
+                                "rise_to": float(betas[min(i_rise + 1, betas.size - 1)])},
+           "even_onset_earlier": bool(max(even) < min(odd)) if even and odd else None,
+           "increasing_in_n_at_last_beta": bool(np.all(np.diff(
+               ds.isel(beta=-1).p_antipodal_pair.values) >= 0)),
+           "two_token_theory_last": float(ds.p_two_token_theory.values[-1]),
+           "min_clustered": float(ds.p_clustered.min())}
+    if "n_balanced" in ds:
         out.update(_split_verdicts(ds, per_n))
     return out
 
@@ -318,8 +259,7 @@ def _split_verdicts(ds, per_n) -> dict:
     def finite(key):
         return [per_n[n][key] for n in even if np.isfinite(per_n[n][key])]
 
-    zs, pqs = finite("balanced_max_abs_z"), finite("balanced_mean_pq_max")
-    ses = finite("balanced_se_max")
+    zs, pqs, ses = finite("balanced_max_abs_z"), finite("balanced_mean_pq_max"), finite("balanced_se_max")
     return {"balanced_max_abs_z": max(zs) if zs else float("nan"),
             "balanced_agree": (max(zs) <= BALANCED_Z_MAX) if zs else None,
             "balanced_mean_pq_max": max(pqs) if pqs else float("nan"),
@@ -329,16 +269,24 @@ def _split_verdicts(ds, per_n) -> dict:
                                       for n in per_n if n % 2 == 1)}
 
 
-def _balanced_sharpness(sub) -> dict:
-    """For one N over beta: the largest mean of p(1 - p) over its balanced splits and the
-    largest standard error of a predicted balanced count (NaN where it has none)."""
-    n_bal = sub.n_balanced.values
-    var = sub.predicted_var_balanced.values
-    has = n_bal > 0
-    if not has.any():
-        return {"balanced_mean_pq_max": float("nan"), "balanced_se_max": float("nan")}
-    return {"balanced_mean_pq_max": float(np.max(var[has] / n_bal[has])),
-            "balanced_se_max": float(np.sqrt(np.max(var[has])))}
+def page_values(ds, stats, costs, source, elapsed) -> dict:
+    """What the page glues as plain values: :func:`summary`, the :func:`cost_report` (with
+    its speeds by N as text), the paper scale's settings, the wall time of the run shown (a
+    committed result's own) and how many of its cells came from the cache."""
+    paper = SCALES["paper"]
+    per_n = ", ".join(f"{r:.2g} µs for N = {n}" for n, r in costs["per_step_us_by_n"].items())
+    return {**stats, "cost": {**costs, "per_n_text": per_n},
+            "paper": {"n_traj": paper["n_traj"], "T": paper["T"],
+                      "layers": int(paper["L"] * paper["T"])},
+            "wall_s": (float(ds.attrs["wall_time_s"]) if source.startswith("the committed")
+                       else elapsed),
+            "n_cells_cached": int(ds.attrs["n_cells_cached"]), "n_cells": int(ds.attrs["n_cells"])}
+
+
+def phrases(stats, scale) -> dict[str, str]:
+    """The page's verdict sentences (Markdown) from :func:`summary` at ``scale``
+    (:func:`._fig6_page.phrases`)."""
+    return _fig6_page.phrases(stats, scale, z_max=BALANCED_Z_MAX)
 
 
 def plot(ds):
@@ -346,20 +294,18 @@ def plot(ds):
     unbalanced splits, with the balanced limit prediction); (c) fraction clustered; (d) mean
     number of clusters."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    from ..style import palette
+    from ...style import palette
 
-    n_vals = ds.n_tokens.values
-    colours = palette(len(n_vals))
-    split_counts = "n_balanced" in ds
-    fig = plt.figure(figsize=(10, 10.5 if split_counts else 7.2))
-    gs = fig.add_gridspec(3 if split_counts else 2, 2,
-                          height_ratios=[1.5, 1.3, 1] if split_counts else [1.5, 1])
+    splits = "n_balanced" in ds
+    fig = plt.figure(figsize=(10, 10.5 if splits else 7.2))
+    gs = fig.add_gridspec(3 if splits else 2, 2, height_ratios=[1.5, 1.3, 1] if splits else [1.5, 1])
     ax = fig.add_subplot(gs[0, :])
-    axs = fig.add_subplot(gs[1, :], sharex=ax) if split_counts else None
+    axs = fig.add_subplot(gs[1, :], sharex=ax) if splits else None
     axc = fig.add_subplot(gs[-1, 0])
     axk = fig.add_subplot(gs[-1, 1], sharex=axc)
-    for colour, n in zip(colours, n_vals):
+    for colour, n in zip(palette(ds.n_tokens.size), ds.n_tokens.values):
         sub = ds.sel(n_tokens=n)
         ax.fill_between(sub.beta, sub.p_antipodal_pair_low, sub.p_antipodal_pair_high,
                         color=colour, alpha=0.22, lw=0)
@@ -369,48 +315,53 @@ def plot(ds):
                          alpha=0.22, lw=0)
         axc.plot(sub.beta, sub.p_clustered, "o-", ms=3, lw=1.1, color=colour)
         axk.plot(sub.beta, sub.mean_n_clusters, "o-", ms=3, lw=1.1, color=colour)
-        if axs is not None:
+        if splits:
             axs.plot(sub.beta, sub.p_antipodal_unbalanced, "s--", ms=3, lw=1.0, color=colour,
                      mfc="white")
-            if int(n) % 2 == 0:
-                axs.fill_between(sub.beta, sub.p_antipodal_balanced_low,
-                                 sub.p_antipodal_balanced_high, color=colour, alpha=0.22, lw=0)
-                axs.plot(sub.beta, sub.p_antipodal_balanced, "o-", ms=3.5, lw=1.3,
-                         color=colour)
-                axs.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=7, mew=1.4,
-                         color="0.15", zorder=5)
+        if splits and int(n) % 2 == 0:
+            axs.fill_between(sub.beta, sub.p_antipodal_balanced_low,
+                             sub.p_antipodal_balanced_high, color=colour, alpha=0.22, lw=0)
+            axs.plot(sub.beta, sub.p_antipodal_balanced, "o-", ms=3.5, lw=1.3, color=colour)
+            axs.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=7, mew=1.4,
+                     color="0.15", zorder=5)
     ax.plot(ds.beta_fine, ds.p_two_token_theory, color="0.35", ls=":", lw=1.5,
             label="N = 2, limit exit probability (proof of Thm 2)")
-    for a in (ax,) + ((axs,) if axs is not None else ()):
+    for a in (ax, axs) if splits else (ax,):
         a.axvline(ds.attrs["beta_c"], color="0.5", ls="--", lw=1,
                   label=rf"$\beta_c(d)$ = {ds.attrs['beta_c']:.2f}" if a is ax else None)
-    ax.set_ylabel(r"$P(\mathrm{at\ least\ one\ antipodal\ pair\ at\ } T)$")
-    ax.set_xlabel(r"$\beta$")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(ncol=3, fontsize=8.5, loc="upper left")
-    ax.set_title("(a) antipodal pairs at the horizon (shaded: Wilson 95% interval)", fontsize=10)
-    if axs is not None:
-        from matplotlib.lines import Line2D
-
-        handles = [Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4,
-                          label="from a balanced split (even N)"),
-                   Line2D([], [], color="0.15", marker="x", ls="none", ms=7, mew=1.4,
-                          label="balanced: limit prediction from the merge"),
-                   Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
-                          label="from an unbalanced split")]
-        axs.legend(handles=handles, fontsize=8.5, loc="upper left")
-        axs.set_ylim(-0.02, 1.02)
-        axs.set_ylabel("fraction of trajectories")
-        axs.set_xlabel(r"$\beta$")
-        axs.set_title("(b) antipodal pairs at T by the split the tokens merged into "
-                      "(colours as in (a))", fontsize=10)
-    axc.set_ylabel(r"$P(\mathrm{clustered\ at\ } T)$")
-    axc.set_xlabel(r"$\beta$")
-    axc.set_ylim(max(-0.02, float(ds.p_clustered_low.min()) - 0.05), 1.02)
-    axc.set_title("(c) every pair together or antipodal", fontsize=10)
-    axk.set_ylabel("mean number of clusters at T")
-    axk.set_xlabel(r"$\beta$")
-    axk.set_title("(d) clusters = groups of tokens together", fontsize=10)
+    ax.set(ylabel=r"$P(\mathrm{at\ least\ one\ antipodal\ pair\ at\ } T)$", xlabel=r"$\beta$",
+           ylim=(-0.02, 1.02),
+           title="(a) antipodal pairs at the horizon (shaded: Wilson 95% interval)")
+    ax.legend(ncol=3, loc="upper left")
+    if splits:
+        axs.legend(handles=[
+            Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4,
+                   label="from a balanced split (even N)"),
+            Line2D([], [], color="0.15", marker="x", ls="none", ms=7, mew=1.4,
+                   label="balanced: limit prediction from the merge"),
+            Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
+                   label="from an unbalanced split")], loc="upper left")
+        axs.set(ylim=(-0.02, 1.02), ylabel="fraction of trajectories", xlabel=r"$\beta$",
+                title="(b) antipodal pairs at T by the split the tokens merged into "
+                      "(colours as in (a))")
+    axc.set(ylabel=r"$P(\mathrm{clustered\ at\ } T)$", xlabel=r"$\beta$",
+            ylim=(max(-0.02, float(ds.p_clustered_low.min()) - 0.05), 1.02),
+            title="(c) every pair together or antipodal")
+    axk.set(ylabel="mean number of clusters at T", xlabel=r"$\beta$",
+            title="(d) clusters = groups of tokens together")
     return laid_out(fig, f"Many tokens: d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} "
                     f"attention, L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "
-                    f"{int(ds.n_traj.values.max()):,} trajectories per point", fontsize=10)
+                    f"{int(ds.n_traj.values.max()):,} trajectories per point")
+
+
+FIGURE = Figure(
+    "fig6", source="paper",
+    description="N >= 3 tokens: P(at least one antipodal pair at T) vs beta for several N, d = 4",
+    scales=SCALES,
+    schema={"n_tokens": integers(2, distinct=True), "betas": reals(0.0, distinct=True),
+            "d": integer(2)},
+    cell=cell, cell_version="2",  # 2: the reduced path and its split counts
+    grid={"n_tokens": "n_tokens", "beta": "betas"},
+    fixed=("n_traj", "L", "T", "d", "attention", "tol"), finish=finish,
+    work=work, seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

@@ -29,36 +29,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import simulate, theory
-from .._validation import check_real
-from ..classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
-from ..config import ModelConfig, RunConfig
-from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integers,
-                   laid_out, log_time_grid, on_time_axis, resolve_scale,
-                   trajectory_layer_work)
-
-ID = "fig8"
-#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
-#: :func:`cell` returns different outputs or numbers for the same arguments.
-CELL_VERSION = "1"
-DESCRIPTION = ("two tokens: fractions unclustered / single / antipodal vs the time horizon, "
-               "one beta per regime (App. D.1)")
+from ... import simulate, theory
+from ..._validation import check_real
+from ...classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
+from ...config import ModelConfig, RunConfig
+from ...stats import agreement_z, z_digest
+from ..base import (add_outcome_fractions, cell_threads, laid_out, log_time_grid, on_time_axis,
+                    trajectory_layer_work)
+from ..knobs import integers
+from ..spec import Figure
+from ._fig8_page import phrases, texts  # noqa: F401 - the page's words, reached from here
 
 #: beta of each regime for d = 4..10: 0.25 < beta_c(4) = 0.658; beta_c(7) = 1.146 < 1.2 <
 #: beta_c(8) = 1.239 (antipodal attracting for d = 4..7 only); 3.0 > beta_c(10) = 1.384.
 BETAS = (0.25, 1.2, 3.0)
 
+_BASE = dict(betas=BETAS, attention="softmax", tol=1e-3, seed=0)
 SCALES = {
-    "smoke": dict(betas=BETAS, d=(4, 8), n_traj=100, L=20, T=20.0, n_times=25,
-                  attention="softmax", tol=1e-3, seed=0),
-    "quick": dict(betas=BETAS, d=tuple(range(4, 11)), n_traj=1000, L=100, T=100.0, n_times=60,
-                  attention="softmax", tol=1e-3, seed=0),
-    "paper": dict(betas=BETAS, d=tuple(range(4, 11)), n_traj=2000, L=100, T=200.0, n_times=80,
-                  attention="softmax", tol=1e-3, seed=0),
+    "smoke": dict(_BASE, d=(4, 8), n_traj=100, L=20, T=20.0, n_times=25),
+    "quick": dict(_BASE, d=tuple(range(4, 11)), n_traj=1000, L=100, T=100.0, n_times=60),
+    "paper": dict(_BASE, d=tuple(range(4, 11)), n_traj=2000, L=100, T=200.0, n_times=80),
 }
-
-#: The knobs are the shared ones (:data:`.base.KNOB_CHECKS`); d is always a list here.
-KNOB_SCHEMA = {"d": integers(2)}
 
 #: A (beta, d) point counts as settled once the unclustered fraction stays at or below this.
 SETTLE_LEVEL = 0.01
@@ -77,8 +68,6 @@ AGREE_MAX_Z = 4.0
 TRANSIENT_DROP = 0.5
 
 
-# ----------------------------------------------------------------------------- metrics
-
 def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
     """First recorded time from which the unclustered fraction stays at or below ``level``.
 
@@ -87,17 +76,11 @@ def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
     """
     level = check_real("level", level, 0.0, 1.0)
     p, times = on_time_axis("p_unclustered", p_unclustered, times)
-    above = p > level
-    # index of the last time above the level, -1 if never above
-    last_above = np.where(above.any(axis=-1),
-                          above.shape[-1] - 1 - np.argmax(above[..., ::-1], axis=-1), -1)
-    out = np.full(p.shape[:-1], np.inf)
-    ok = last_above < times.size - 1
-    out[ok] = times[(last_above + 1)[ok]]
+    # from each time on, never above the level again
+    stays = np.flip(np.logical_and.accumulate(np.flip(~(p > level), -1), axis=-1), -1)
+    out = np.where(stays.any(axis=-1), times[np.argmax(stays, axis=-1)], np.inf)
     return out if out.ndim else float(out)
 
-
-# ----------------------------------------------------------------------------- the sweep
 
 def cell(*, beta, d, n_traj, L, T, n_times, attention, tol, seed):
     """One (beta, d) point: counts of each two-token outcome at every recorded time."""
@@ -113,34 +96,26 @@ def cell(*, beta, d, n_traj, L, T, n_times, attention, tol, seed):
             "n_traj": n_traj}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the (beta, d) sweep with recorded times and attach the long-time theory.
-
-    Returns a dataset with, over ``(beta, d, time)``, ``p_unclustered``, ``p_single`` and
-    ``p_antipodal`` with their Wilson 95% bands (``*_low``, ``*_high``) and the counts
-    ``n_*``; ``p_antipodal_limit(beta, d)`` (the exact long-time probability),
-    ``beta_c(d)``, ``antipodal_attracting(beta, d)``, ``n_attracting(beta)`` (how many of
-    the d's have an attracting antipodal pair), ``settle_time(beta, d)`` (see
-    :func:`settle_time`), ``t_half(beta, d)`` (from when at most half the pairs are
-    unclustered), ``z_final(beta, d)`` (deviation of ``p_antipodal`` at T from
-    the limit, in standard errors) and ``late_change(beta, d)`` (``p_antipodal`` at T
-    minus at the recorded time nearest T/10).
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])
-    fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "n_times", "attention", "tol")}
+def run(knobs, sweeps):
+    """The (beta, d) sweep with recorded times (:func:`cell`), then :func:`finish`."""
     outputs = ("n_single", "n_antipodal", "n_unclustered")
-    ds = figure_sweep(__name__, scale, {"beta": list(knobs["betas"]), "d": list(knobs["d"])},
-                      fixed=fixed, seed=knobs["seed"], scheduler=scheduler, cache_dir=cache_dir,
-                      progress=progress, output_dims={k: ("time",) for k in outputs},
-                      output_coords={"time": times})
-    return _finish(ds, scale)
+    raw = sweeps({"beta": list(knobs["betas"]), "d": list(knobs["d"])},
+                 fixed={k: knobs[k] for k in ("n_traj", "L", "T", "n_times", "attention", "tol")},
+                 seed=knobs["seed"], output_dims={k: ("time",) for k in outputs},
+                 output_coords={"time": log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])})
+    return finish(raw)
 
 
-def _finish(ds, scale):
-    """Fractions, Wilson bands, theory and the horizon statistics from the raw counts."""
-    from ..stats import agreement_z
-
+def finish(ds):
+    """The sweep's counts with, over ``(beta, d, time)``, ``p_unclustered``, ``p_single`` and
+    ``p_antipodal`` and their Wilson 95% bands (``*_low``, ``*_high``);
+    ``p_antipodal_limit(beta, d)`` (the exact long-time probability), ``beta_c(d)``,
+    ``antipodal_attracting(beta, d)``, ``n_attracting(beta)`` (how many of the d's have an
+    attracting antipodal pair), ``settle_time(beta, d)`` (:func:`settle_time`),
+    ``t_half(beta, d)`` (from when at most half the pairs are unclustered), ``z_final(beta,
+    d)`` (deviation of ``p_antipodal`` at T from the limit, in standard errors) and
+    ``late_change(beta, d)`` (``p_antipodal`` at T minus at the recorded time nearest T/10).
+    """
     ds = add_outcome_fractions(ds, ("unclustered", "single", "antipodal"))
     betas, d_vals, times = ds.beta.values, ds.d.values, ds.time.values
     ds["p_antipodal_limit"] = (("beta", "d"), np.array(
@@ -155,8 +130,7 @@ def _finish(ds, scale):
     ds["z_final"] = agreement_z(final.n_antipodal, final.n_traj, ds.p_antipodal_limit)
     i_ref = int(np.argmin(np.abs(times - times[-1] / 10.0)))
     ds["late_change"] = final.p_antipodal - ds.p_antipodal.isel(time=i_ref)
-    ds.attrs.update(scale=scale, figure=ID, settle_level=SETTLE_LEVEL,
-                    late_change_from=float(times[i_ref]))
+    ds.attrs.update(settle_level=SETTLE_LEVEL, late_change_from=float(times[i_ref]))
     return ds
 
 
@@ -179,7 +153,7 @@ def _per_beta(ds) -> dict:
                                                                sub.p_antipodal.values[:, -1])},
             "p_limit": {int(d): float(v) for d, v in zip(sub.d.values,
                                                          sub.p_antipodal_limit.values)},
-            "max_abs_z": float(np.max(np.abs(sub.z_final.values))),
+            "max_abs_z": z_digest(sub.z_final)["max_abs_z"],
             "max_abs_late_change": float(np.max(np.abs(sub.late_change.values))),
         }
     return per_beta
@@ -239,6 +213,19 @@ def _grid_step(times, lo, hi) -> float:
     return float(np.max(t[ks + 1] / t[ks] - 1.0)) if ks.size else float("nan")
 
 
+def _t_half(ds) -> dict:
+    """When half of the pairs have clustered: the range over the points, its resolution on
+    the recorded grid, and for how many betas it does not increase with d."""
+    t_half = ds.t_half.values
+    faster_with_d = [bool(np.all(np.diff(row) <= 0)) for row in t_half]
+    n_faster = sum(faster_with_d)
+    lo, hi = float(np.min(t_half)), float(np.max(t_half))
+    return {"t_half_decreasing_in_d": faster_with_d, "n_t_half_decreasing": n_faster,
+            "t_half_trend": ("all" if n_faster == len(faster_with_d) else
+                             "some" if n_faster else "none"),
+            "t_half_range": (lo, hi), "t_half_grid_step": _grid_step(ds.time.values, lo, hi)}
+
+
 def summary(ds) -> dict:
     """Numbers the notebook quotes (per beta and overall), and the verdicts its wording
     follows: ``settled_early`` (every point settled by :data:`SETTLED_EARLY_FRACTION` of T),
@@ -250,50 +237,30 @@ def summary(ds) -> dict:
     ``t_half_grid_step``) and ``transient_antipodal["reading"]`` (see :func:`_transient`).
     ``closest_threshold`` is the point of the run nearest to beta_c(d)."""
     T = float(ds.time.values[-1])
-    z = np.abs(ds.z_final.values)
-    worst = np.unravel_index(int(np.argmax(z)), z.shape)
-    t_half = ds.t_half.values
-    faster_with_d = [bool(np.all(np.diff(row) <= 0)) for row in t_half]
-    n_faster = sum(faster_with_d)
-    slowest = np.unravel_index(int(np.argmax(ds.settle_time.values)), z.shape)
-    n_settled = int(np.sum(np.isfinite(ds.settle_time.values)))
-    max_settle = float(np.max(ds.settle_time.values))
+    z = z_digest(ds.z_final.values)
+    shape = ds.z_final.shape
+    worst = np.unravel_index(int(np.argmax(np.abs(ds.z_final.values))), shape)
+    settle = ds.settle_time.values
+    slowest = np.unravel_index(int(np.argmax(settle)), shape)
+    n_settled, max_settle = int(np.sum(np.isfinite(settle))), float(np.max(settle))
     max_late = float(np.max(np.abs(ds.late_change.values)))
-    share_2se = float((z <= 2).mean())
-    settled_early = n_settled == z.size and max_settle <= SETTLED_EARLY_FRACTION * T
+    settled_early = n_settled == settle.size and max_settle <= SETTLED_EARLY_FRACTION * T
     flat = max_late <= FLAT_LATE_CHANGE
-    agree = share_2se >= AGREE_SHARE_2SE and float(z.max()) <= AGREE_MAX_Z
+    agree = z["share_within"] >= AGREE_SHARE_2SE and z["max_abs_z"] <= AGREE_MAX_Z
     return {
-        "transient_antipodal": _transient(ds),
-        "t_half_decreasing_in_d": faster_with_d,
-        "n_t_half_decreasing": n_faster,
-        "t_half_trend": ("all" if n_faster == len(faster_with_d) else
-                         "some" if n_faster else "none"),
-        "t_half_range": (float(np.min(t_half)), float(np.max(t_half))),
-        "t_half_grid_step": _grid_step(ds.time.values, float(np.min(t_half)),
-                                       float(np.max(t_half))),
+        "transient_antipodal": _transient(ds), **_t_half(ds),
         "closest_threshold": _closest_threshold(ds),
         "slowest_beta": float(ds.beta.values[slowest[0]]),
         "slowest_d": int(ds.d.values[slowest[1]]),
-        "T": T,
-        "n_traj": int(ds.n_traj.values.max()),
-        "n_points": int(z.size),
-        "n_betas": int(ds.sizes["beta"]),
-        "per_beta": _per_beta(ds),
-        "max_abs_z": float(z.max()),
-        "max_z_beta": float(ds.beta.values[worst[0]]),
-        "max_z_d": int(ds.d.values[worst[1]]),
-        "share_within_2se": share_2se,
-        "max_abs_late_change": max_late,
-        "late_change_from": float(ds.attrs["late_change_from"]),
-        "settle_level": SETTLE_LEVEL,
-        "n_settled": n_settled,
-        "all_settled": n_settled == z.size,
-        "max_settle": max_settle,
-        "max_settle_fraction": max_settle / T,
-        "settled_early": bool(settled_early),
-        "flat": bool(flat),
-        "agrees_with_theory": bool(agree),
+        "T": T, "n_traj": int(ds.n_traj.values.max()), "n_points": int(settle.size),
+        "n_betas": int(ds.sizes["beta"]), "per_beta": _per_beta(ds),
+        "max_abs_z": z["max_abs_z"], "max_z_beta": float(ds.beta.values[worst[0]]),
+        "max_z_d": int(ds.d.values[worst[1]]), "share_within_2se": z["share_within"],
+        "max_abs_late_change": max_late, "late_change_from": float(ds.attrs["late_change_from"]),
+        "settle_level": SETTLE_LEVEL, "n_settled": n_settled,
+        "all_settled": n_settled == settle.size, "max_settle": max_settle,
+        "max_settle_fraction": max_settle / T, "settled_early": bool(settled_early),
+        "flat": bool(flat), "agrees_with_theory": bool(agree),
         "agrees_with_paper": bool(settled_early and flat and agree),
         "figure3_grid": _figure3_grid(),
         "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
@@ -301,25 +268,28 @@ def summary(ds) -> dict:
     }
 
 
-#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) of the overlap
+#: Seconds of simulation per trajectory-layer (the figure's unit of work) of the overlap
 #: chain with recorded times, measured on the committed paper run (results/fig8_paper.nc:
 #: 159 s of cell time for 8.4e8 trajectory-layers, on the project's 2-core machine).
 SECONDS_PER_WORK = 1.9e-7
 
 
-work = trajectory_layer_work("betas", "d")
+def costs(ds) -> dict:
+    """``{"cost": ...}``: the quick and the paper scale projected at the rate of ``ds``
+    (core-minutes), and the paper scale's cells and settings."""
+    paper = SCALES["paper"]
+    cells = len(paper["betas"]) * len(paper["d"])
+    paper_s = FIGURE.cost("paper", ds)
+    return {"cost": {"quick_min": FIGURE.cost("quick", ds) / 60, "paper_min": paper_s / 60,
+                     "paper_per_cell_min": paper_s / cells / 60, "paper_cells": cells,
+                     "paper_n_traj": paper["n_traj"], "paper_T": paper["T"]}}
 
-
-cost = cost_function(__name__)
-
-
-# ----------------------------------------------------------------------------- plot
 
 def plot(ds):
     """Three rows (not yet clustered, single cluster, antipodal) x one column per beta."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     betas, d_vals = ds.beta.values, ds.d.values
     t = ds.time.values
@@ -335,7 +305,7 @@ def plot(ds):
         regime = ("-1 attracts for no d" if n_att == 0 else
                   "-1 attracts for every d" if n_att == len(d_vals) else
                   f"-1 attracts for d = {', '.join(str(int(x)) for x in d_vals[sub.antipodal_attracting.values])}")
-        axes[0, col].set_title(rf"$\beta$ = {b:g}: {regime}", fontsize=9.5)
+        axes[0, col].set_title(rf"$\beta$ = {b:g}: {regime}")
         for row, (name, label) in enumerate(rows):
             ax = axes[row, col]
             for colour, d in zip(colours, d_vals):
@@ -344,11 +314,8 @@ def plot(ds):
                                 s[f"p_{name}_high"].values[shown], color=colour, alpha=0.2, lw=0)
                 ax.plot(t[shown], s[f"p_{name}"].values[shown], color=colour, lw=1.3,
                         label=f"d = {int(d)}")
-                limit = None
-                if name == "antipodal":
-                    limit = float(s.p_antipodal_limit)
-                elif name == "single":
-                    limit = 1.0 - float(s.p_antipodal_limit)
+                p_limit = float(s.p_antipodal_limit)
+                limit = {"antipodal": p_limit, "single": 1.0 - p_limit}.get(name)
                 if limit is not None:
                     ax.axhline(limit, color=colour, ls=":", lw=1.1)
             ax.set_xscale("log")
@@ -358,13 +325,10 @@ def plot(ds):
                 ax.set_xlabel("time horizon t (= layers / L)")
     axes[2, 0].plot([], [], color="0.3", ls=":", lw=1.1, label="long-time limit (theory)")
     handles, labels = axes[2, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(handles), fontsize=8.5,
-               frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=len(handles), frameon=False)
     # nothing happens in the first tenth of a time unit (every pair is still unclustered)
     axes[2, 0].set_xlim(max(0.1, float(t[shown][0])), float(t[-1]) * 1.15)
-    for ax in axes[0]:
-        ax.set_ylim(-0.02, 1.02)
-    for ax in axes[1]:
+    for ax in axes[:2].ravel():
         ax.set_ylim(-0.02, 1.02)
     top = max(0.05, float(ds.p_antipodal_high.max()), float(ds.p_antipodal_limit.max()))
     for ax in axes[2]:
@@ -373,4 +337,14 @@ def plot(ds):
     return laid_out(fig, f"Two tokens across time horizons (N = 2, {attrs.get('fixed_attention', '')} "
                     f"attention, L = {attrs.get('fixed_L', '?')}, T = {attrs.get('fixed_T', '?')}, "
                     f"{int(ds.n_traj.values.max()):,} trajectories per point; bands: Wilson 95%)",
-                    fontsize=10, rect=(0, 0.04, 1, 1))
+                    rect=(0, 0.04, 1, 1))
+
+
+FIGURE = Figure(
+    "fig8", source="paper",
+    description="two tokens: fractions unclustered / single / antipodal vs the time horizon, "
+                "one beta per regime (App. D.1)",
+    scales=SCALES, schema={"d": integers(2)},  # d is always a list here
+    cell=cell, run=run, work=trajectory_layer_work("betas", "d"),
+    seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

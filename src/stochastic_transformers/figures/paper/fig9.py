@@ -13,58 +13,32 @@ The paper (appendix D.2) reports that at small beta both converge at comparable 
 while at large beta the deterministic flow is metastable (it lingers in configurations of
 several clusters, in the sense of Geshkovski et al. 2024) and the stochastic model is not.
 
-Metrics, all computed from the Gram matrix :math:`G_{ij} = \langle x_i, x_j\rangle` at each
-recorded time (a log-spaced grid, :func:`stochastic_transformers.figures.base.log_time_grid`):
-
-``gap``
-    the *clustering gap* :math:`\delta(X) = \max_{i<j}\min(1 - G_{ij}, 1 + G_{ij})`: how far
-    the worst pair is from being together or antipodal.  The configuration is clustered
-    at tolerance ``tol`` (paper :math:`10^{-3}`) iff :math:`\delta \le` ``tol``, and
-    :math:`\delta = 0` exactly when every pair is equal or opposite, i.e. every token is
-    :math:`\pm v` for one direction v (one cluster, or an antipodal pair of clusters).
-``n_clusters``
-    the number of groups of tokens, i.e. connected components of the graph
-    "together at ``tol``" (:func:`stochastic_transformers.classification.n_clusters`);
-    an antipodal pair of clusters counts 2.  A metastable state of the deterministic
-    flow shows as a long run of constant ``n_clusters`` between 2 and N - 1 while the
-    configuration is not clustered.
-``clustered``, ``p_clustered``
-    clustered or not, and the fraction of trajectories clustered (Wilson 95% band).
-``t_clustered``
-    first recorded time a trajectory is clustered (``inf`` if not within T).
-``longest_plateau``
-    the longest stretch of recorded time a trajectory spends in one intermediate state
-    (constant ``n_clusters`` in [2, N - 1], not clustered): the metastability measure
-    (:func:`longest_plateau`).
+The metrics come from the Gram matrix at each recorded time (a log-spaced grid): the
+clustering gap (:func:`clustering_gap`), the groups of tokens together at ``tol``
+(:func:`stochastic_transformers.classification.n_clusters`), whether and when a trajectory
+is clustered, and the metastability measure :func:`longest_plateau`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import simulate, two_clusters
-from .._validation import check_int
-from ..classification import has_antipodal_pair, is_clustered, n_clusters
-from ..config import configs_from_flat
-from ..simulation import full_method
-from .base import (add_outcome_fractions, cell_threads, cost_function, figure_sweep, integer,
-                   knob_attr, laid_out, log_time_grid, on_time_axis, resolve_scale,
-                   sweep_seconds)
+from ... import simulate, two_clusters
+from ..._validation import check_int
+from ...classification import has_antipodal_pair, is_clustered, n_clusters
+from ...config import configs_from_flat
+from ...simulation import full_method
+from ..base import (add_outcome_fractions, cell_threads, knob_attr, laid_out, log_time_grid,
+                    on_time_axis, sweep_seconds)
+from ..knobs import integer
+from ..spec import Figure
+from ._fig9_page import phrases, table  # noqa: F401 - the page's words, reached from here
 
-ID = "fig9"
-#: Version of this module's cell outputs, folded into the sweep cache key; bump it whenever
-#: :func:`cell` returns different outputs or numbers for the same arguments.
-CELL_VERSION = "1"
-DESCRIPTION = ("N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
-               "small and large beta (App. D.2)")
-
+_BASE = dict(betas=(1.0, 5.0), n_tokens=8, d=4, attention="softmax", tol=1e-3, seed=0)
 SCALES = {
-    "smoke": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=8, block_size=4, L=20, T=20.0,
-                  n_times=25, attention="softmax", tol=1e-3, seed=0),
-    "quick": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=64, block_size=16, L=100, T=500.0,
-                  n_times=80, attention="softmax", tol=1e-3, seed=0),
-    "paper": dict(betas=(1.0, 5.0), n_tokens=8, d=4, n_traj=1000, block_size=50, L=100,
-                  T=1000.0, n_times=100, attention="softmax", tol=1e-3, seed=0),
+    "smoke": dict(_BASE, n_traj=8, block_size=4, L=20, T=20.0, n_times=25),
+    "quick": dict(_BASE, n_traj=64, block_size=16, L=100, T=500.0, n_times=80),
+    "paper": dict(_BASE, n_traj=1000, block_size=50, L=100, T=1000.0, n_times=100),
 }
 #: Model labels, in the order of the ``model`` dimension.
 MODELS = ("deterministic", "stochastic")
@@ -79,17 +53,11 @@ def _block_size(name, value, knobs):
     return block
 
 
-#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): at least three tokens (two
-#: are Figure 8's), one dimension, and blocks that divide the trajectories.
-KNOB_SCHEMA = {"n_tokens": integer(3), "d": integer(2), "block_size": _block_size}
-
 #: Trajectories drawn as thin lines, per model and beta.
 N_SHOW = 12
 #: Floor of the gap on the log axis (double precision resolves overlaps to ~1e-16).
 GAP_FLOOR = 1e-16
 
-
-# ----------------------------------------------------------------------------- metrics
 
 def clustering_gap(gram):
     r"""The clustering gap :math:`\max_{i<j}\min(1 - G_{ij}, 1 + G_{ij})` of Gram arrays.
@@ -150,8 +118,6 @@ def initial_tokens(seed, n_traj, n_tokens, d):
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-# ----------------------------------------------------------------------------- the sweep
-
 def cell(*, beta, block, block_size, n_tokens, d, L, T, n_times, attention, tol, seed):
     """One block of ``block_size`` initial configurations at one beta, run by both models.
 
@@ -177,40 +143,30 @@ def cell(*, beta, block, block_size, n_tokens, d, L, T, n_times, attention, tol,
     return {k: np.stack(v) for k, v in out.items()}
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run both models over (beta, block of trajectories) and gather the metrics.
-
-    Returns a dataset with dimensions ``model`` (deterministic, stochastic), ``beta``,
-    ``trajectory`` and ``time``: per trajectory ``gap``, ``n_clusters``, ``clustered``,
-    ``antipodal_pair`` (over time), ``t_clustered`` and ``longest_plateau``; per
-    (model, beta, time) ``p_clustered`` with its Wilson band, ``p_antipodal_pair``
-    (likewise), ``median_gap``, ``gap_q25``, ``gap_q75`` and ``mean_n_clusters``.
-    Trajectory k starts from the same tokens in both models.
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"])
-    n_blocks = knobs["n_traj"] // knobs["block_size"]
-    fixed = {k: knobs[k] for k in ("block_size", "n_tokens", "d", "L", "T", "n_times",
-                                   "attention", "tol")}
+def run(knobs, sweeps):
+    """Both models over (beta, block of trajectories) (:func:`cell`), then :func:`finish`;
+    trajectory k starts from the same tokens in both models."""
     outs = ("gap", "n_clusters", "clustered", "antipodal_pair")
-    raw = figure_sweep(__name__, scale, {"beta": list(knobs["betas"]),
-                                         "block": list(range(n_blocks))},
-                       fixed=fixed, seed=knobs["seed"], scheduler=scheduler,
-                       cache_dir=cache_dir, progress=progress,
-                       output_dims={k: ("model", "member", "time") for k in outs},
-                       output_coords={"model": list(MODELS), "time": times})
-    return _finish(raw, scale)
+    raw = sweeps({"beta": list(knobs["betas"]),
+                  "block": list(range(knobs["n_traj"] // knobs["block_size"]))},
+                 fixed={k: knobs[k] for k in ("block_size", "n_tokens", "d", "L", "T", "n_times",
+                                              "attention", "tol")},
+                 seed=knobs["seed"], output_dims={k: ("model", "member", "time") for k in outs},
+                 output_coords={"model": list(MODELS), "time": log_time_grid(
+                     knobs["T"], knobs["L"], knobs["n_times"])})
+    return finish(raw)
 
 
-def _finish(raw, scale):
-    """Per-trajectory layout (blocks joined) and the summary curves."""
+def finish(raw):
+    """The sweep's blocks joined into trajectories, with the summary curves: over ``model``,
+    ``beta``, ``trajectory`` and ``time``, per trajectory ``gap``, ``n_clusters``,
+    ``clustered``, ``antipodal_pair``, ``t_clustered`` and ``longest_plateau``; per (model,
+    beta, time) ``p_clustered`` and ``p_antipodal_pair`` with their Wilson bands,
+    ``median_gap``, ``gap_q25``, ``gap_q75`` and ``mean_n_clusters``."""
     import xarray as xr
 
-    tol = float(raw.attrs["fixed_tol"])
-    n_tokens = int(raw.attrs["fixed_n_tokens"])
-    times = raw.time.values
-    n_beta, n_blocks = raw.sizes["beta"], raw.sizes["block"]
-    block_size = raw.sizes["member"]
+    n_tokens, times = int(raw.attrs["fixed_n_tokens"]), raw.time.values
+    n_beta, n_blocks, block_size = raw.sizes["beta"], raw.sizes["block"], raw.sizes["member"]
     data = {}
     for var in ("gap", "n_clusters", "clustered", "antipodal_pair"):
         arr = raw[var].transpose("model", "beta", "block", "member", "time").values
@@ -234,19 +190,18 @@ def _finish(raw, scale):
     ds["t_clustered"] = (("model", "beta", "trajectory"), first_time(ds.clustered.values, times))
     ds["longest_plateau"] = (("model", "beta", "trajectory"), longest_plateau(
         ds.n_clusters.values, ds.clustered.values, times, n_tokens))
-    ds.attrs.update(scale=scale, figure=ID,   # tol and n_tokens: fixed_tol, fixed_n_tokens
-                    metric="clustering gap max_{i<j} min(1 - G_ij, 1 + G_ij); clustered iff <= tol")
+    ds.attrs.update(metric="clustering gap max_{i<j} min(1 - G_ij, 1 + G_ij); clustered iff <= tol")
     return ds
 
 
-#: Thresholds of the verdicts against the paper's qualitative claims (appendix D.2).
-#: Rates are "comparable" when the ratio of median times to cluster is within this factor.
+#: Thresholds of the verdicts against the paper's claims: rates are "comparable" when the
+#: ratio of median times to cluster is within this factor.
 COMPARABLE_FACTOR = 3.0
 #: The stochastic model is "markedly faster" at large beta when the deterministic median
 #: time to cluster is at least this many times longer (or infinite).
 FASTER_FACTOR = 3.0
 #: Deterministic "plateaus": median longest stay at least this many times the stochastic
-#: one, and at least half of the trajectories with a stay longer than PLATEAU_LONG.
+#: one, and half of the trajectories with a stay longer than PLATEAU_LONG.
 PLATEAU_RATIO = 5.0
 PLATEAU_LONG = 10.0
 #: The stochastic model has "no plateaus" when at most this share stays longer than PLATEAU_LONG.
@@ -286,17 +241,14 @@ def _verdicts(by, b_small, b_large):
 
 
 def summary(ds) -> dict:
-    r"""Numbers the notebook quotes, per (model, beta), and ``verdicts``: the comparisons
-    with the paper's claims at the smallest and the largest beta (thresholds above).
-
-    ``small`` and ``large`` repeat the rows of ``by`` at the smallest and the largest
-    beta, keyed by model.  ``hover_scale``: the scale of the hovering depth of the
-    unbalanced two-point splits m vs N - m (1 <= m < N/2) at the largest beta in the run's
-    attention, :math:`(\alpha_1-\alpha_2)^2` (:func:`two_clusters.hovering_scale`; with
-    softmax about :math:`4e^{-4\beta}(m/(N-m) - (N-m)/m)^2`): ``min`` and ``max`` over the
-    splits, ``m_min`` and ``m_max`` the smaller group of the splits that give them, and
-    ``beta``.  NaN (and m = 0) when N < 3.
-    """
+    r"""Numbers the notebook quotes, per (model, beta) in ``by`` (``small`` and ``large``
+    repeat its rows at the smallest and the largest beta, keyed by model), and ``verdicts``:
+    the comparisons with the paper's claims at those two betas (thresholds above).
+    ``hover_scale``: the range of the hovering depth :math:`(\alpha_1-\alpha_2)^2`
+    (:func:`two_clusters.hovering_scale`; with softmax about
+    :math:`4e^{-4\beta}(m/(N-m) - (N-m)/m)^2`) over the unbalanced splits m vs N - m at the
+    largest beta: ``min`` and ``max``, ``m_min`` and ``m_max`` the smaller groups that give
+    them, and ``beta`` (NaN and m = 0 when N < 3)."""
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
            "n_tokens": int(knob_attr(ds, "n_tokens")), "d": int(ds.attrs["fixed_d"]),
            "tol": float(knob_attr(ds, "tol")),
@@ -341,9 +293,9 @@ def _hover_scale(beta, n_tokens, attention) -> dict:
             "m_min": int(m_lo), "m_max": int(m_hi)}
 
 
-#: Seconds of simulation per token-trajectory-layer (the unit of :func:`work`, both
-#: models), measured on the committed paper run (results/fig9_paper.nc: 384 s of cell
-#: time for 3.2e9 token-trajectory-layers, N = 8, on the project's 2-core machine).
+#: Seconds of simulation per token-trajectory-layer (:func:`work`, both models), measured
+#: on the committed paper run (results/fig9_paper.nc: 384 s of cell time for 3.2e9
+#: token-trajectory-layers, N = 8, on the project's 2-core machine).
 SECONDS_PER_WORK = 1.2e-7
 
 
@@ -360,74 +312,88 @@ def measured_work(ds) -> tuple[float, float]:
                                     * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
 
 
-cost = cost_function(__name__)
+def page_values(ds, run_wall: float) -> dict:
+    """What the page quotes beside the summary: ``cost`` (``run_wall_s``, the wall time of
+    the run behind it, and the quick and paper scales projected at its rate, in
+    core-minutes), the ``paper`` scale's settings and the plateau threshold (``const``)."""
+    paper = SCALES["paper"]
+    return {"cost": {"run_wall_s": run_wall, "quick_min": FIGURE.cost("quick", ds) / 60,
+                     "paper_min": FIGURE.cost("paper", ds) / 60},
+            "paper": {k: paper[k] for k in ("n_traj", "T", "block_size")},
+            "const": {"plateau_long": PLATEAU_LONG}}
 
 
-# ----------------------------------------------------------------------------- plot
+def _draw_model(axes, s, colour, label, shown, n_show, offset):
+    """One model at one beta in a column of :func:`plot`: gap, groups, fraction clustered."""
+    ax_gap, ax_k, ax_p = axes
+    ts = s.time.values[shown]
+    jitter = np.linspace(-0.18, 0.18, n_show) if n_show > 1 else np.zeros(1)
+    gaps = np.maximum(s.gap.values[:n_show][:, shown], GAP_FLOOR)
+    for k in range(n_show):
+        ax_gap.plot(ts, gaps[k], color=colour, lw=0.6, alpha=0.45)
+        ax_k.step(ts, s.n_clusters.values[k][shown] + jitter[k] + offset, where="post",
+                  color=colour, lw=0.6, alpha=0.45)
+    ax_gap.fill_between(ts, np.maximum(s.gap_q25.values[shown], GAP_FLOOR),
+                        np.maximum(s.gap_q75.values[shown], GAP_FLOOR), color=colour, alpha=0.15,
+                        lw=0)
+    ax_gap.plot(ts, np.maximum(s.median_gap.values[shown], GAP_FLOOR), color=colour, lw=2.4,
+                label=label)
+    ax_k.plot(ts, s.mean_n_clusters.values[shown], color=colour, lw=2.4, label=label)
+    ax_p.fill_between(ts, s.p_clustered_low.values[shown], s.p_clustered_high.values[shown],
+                      color=colour, alpha=0.25, lw=0)
+    ax_p.plot(ts, s.p_clustered.values[shown], color=colour, lw=2, label=label)
+
 
 def plot(ds, n_show=N_SHOW):
     """Rows: clustering gap, number of groups, fraction clustered; one column per beta."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
-    colours = dict(zip(MODELS, (palette(10)[0], palette(10)[1])))
+    colours = dict(zip(MODELS, palette(10)[:2]))
     labels = {"deterministic": r"deterministic flow ($\varepsilon = 0$)",
               "stochastic": "stochastic model (Gaussian V)"}
     t = ds.time.values
     shown = t > 0
-    ts = t[shown]
-    tol = float(knob_attr(ds, "tol"))
-    n_tok = int(knob_attr(ds, "n_tokens"))
+    tol, n_tok = float(knob_attr(ds, "tol")), int(knob_attr(ds, "n_tokens"))
     n_show = min(n_show, ds.sizes["trajectory"])
-    betas = ds.beta.values
-    fig, axes = plt.subplots(3, len(betas), figsize=(5.4 * len(betas), 9.4), sharex=True,
-                             sharey="row", squeeze=False)
-    jitter = np.linspace(-0.18, 0.18, n_show) if n_show > 1 else np.zeros(1)
-    for col, b in enumerate(betas):
-        ax_gap, ax_k, ax_p = axes[:, col]
+    fig, axes = plt.subplots(3, ds.sizes["beta"], figsize=(5.4 * ds.sizes["beta"], 9.4),
+                             sharex=True, sharey="row", squeeze=False)
+    for col, b in enumerate(ds.beta.values):
         for m in MODELS:
-            s = ds.sel(model=m, beta=b)
-            c = colours[m]
-            gaps = np.maximum(s.gap.values[:n_show][:, shown], GAP_FLOOR)
-            for k in range(n_show):
-                ax_gap.plot(ts, gaps[k], color=c, lw=0.6, alpha=0.45)
-                ax_k.step(ts, s.n_clusters.values[k][shown] + jitter[k]
-                          + (0.06 if m == "stochastic" else -0.06),
-                          where="post", color=c, lw=0.6, alpha=0.45)
-            ax_gap.fill_between(ts, np.maximum(s.gap_q25.values[shown], GAP_FLOOR),
-                                np.maximum(s.gap_q75.values[shown], GAP_FLOOR),
-                                color=c, alpha=0.15, lw=0)
-            ax_gap.plot(ts, np.maximum(s.median_gap.values[shown], GAP_FLOOR), color=c, lw=2.4,
-                        label=labels[m])
-            ax_k.plot(ts, s.mean_n_clusters.values[shown], color=c, lw=2.4, label=labels[m])
-            ax_p.fill_between(ts, s.p_clustered_low.values[shown],
-                              s.p_clustered_high.values[shown], color=c, alpha=0.25, lw=0)
-            ax_p.plot(ts, s.p_clustered.values[shown], color=c, lw=2, label=labels[m])
+            _draw_model(axes[:, col], ds.sel(model=m, beta=b), colours[m], labels[m], shown,
+                        n_show, 0.06 if m == "stochastic" else -0.06)
+        ax_gap, ax_k, ax_p = axes[:, col]
         ax_gap.axhline(tol, color="0.3", ls="--", lw=1)
-        ax_gap.set_yscale("log")
-        ax_gap.set_ylim(GAP_FLOOR / 3, 3.0)
-        ax_gap.set_title(rf"$\beta$ = {b:g}", fontsize=11)
-        ax_k.set_ylim(0.5, n_tok + 0.5)
-        ax_k.set_yticks(range(1, n_tok + 1))
-        ax_p.set_ylim(-0.02, 1.02)
-        ax_p.set_xscale("log")
+        ax_gap.set(yscale="log", ylim=(GAP_FLOOR / 3, 3.0), title=rf"$\beta$ = {b:g}")
+        ax_k.set(ylim=(0.5, n_tok + 0.5), yticks=range(1, n_tok + 1))
         # nothing happens in the first tenth of a time unit
-        ax_p.set_xlim(max(0.1, float(ts[0])), float(t[-1]) * 1.15)
-        ax_p.set_xlabel("time t (= layers / L)")
+        ax_p.set(ylim=(-0.02, 1.02), xscale="log", xlabel="time t (= layers / L)",
+                 xlim=(max(0.1, float(t[shown][0])), float(t[-1]) * 1.15))
     axes[0, 0].set_ylabel("clustering gap\n" + r"$\max_{i<j}\min(1-\langle x_i,x_j\rangle,"
-                          r"1+\langle x_i,x_j\rangle)$", fontsize=9)
-    axes[1, 0].set_ylabel("number of groups of tokens\n(together at tol)", fontsize=9)
-    axes[2, 0].set_ylabel("fraction of trajectories\nclustered at tol", fontsize=9)
+                          r"1+\langle x_i,x_j\rangle)$")
+    axes[1, 0].set_ylabel("number of groups of tokens\n(together at tol)")
+    axes[2, 0].set_ylabel("fraction of trajectories\nclustered at tol")
     axes[0, 0].plot([], [], color="0.3", ls="--", lw=1, label=f"tolerance {tol:g}")
     axes[0, 0].plot([], [], color="0.5", lw=0.6, label=f"{n_show} single trajectories per model")
     axes[0, 0].plot([], [], color="0.5", lw=2.4, label="median (band: quartiles)")
-    axes[0, 0].legend(fontsize=8, loc="lower left")
+    axes[0, 0].legend(loc="lower left")
     axes[1, 0].legend([plt.Line2D([], [], color="0.5", lw=2.4)], ["mean over trajectories"],
-                      fontsize=8, loc="lower left")
-    axes[2, 0].legend(fontsize=8, loc="upper left")
+                      loc="lower left")
+    axes[2, 0].legend(loc="upper left")
     return laid_out(fig,
                     f"Convergence, N = {n_tok} tokens, d = {int(ds.attrs['fixed_d'])}, "
                     f"{ds.attrs.get('fixed_attention', '')} attention, B = I, "
                     f"L = {ds.attrs.get('fixed_L', '?')}, {ds.sizes['trajectory']:,} trajectories "
-                    "per model (same initial tokens); bands: quartiles / Wilson 95%", fontsize=10)
+                    "per model (same initial tokens); bands: quartiles / Wilson 95%")
+
+
+FIGURE = Figure(
+    "fig9", source="paper",
+    description="N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
+                "small and large beta (App. D.2)",
+    # at least three tokens (two are Figure 8's), one dimension, blocks that divide n_traj
+    scales=SCALES, schema={"n_tokens": integer(3), "d": integer(2), "block_size": _block_size},
+    cell=cell, run=run, work=work, seconds_per_work=SECONDS_PER_WORK,
+    measured_work=measured_work, summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

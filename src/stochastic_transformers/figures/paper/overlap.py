@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import simulate, theory
-from ..config import ModelConfig, RunConfig
-from .base import integer, laid_out, real, resolve_scale
-
-ID = "overlap"
-DESCRIPTION = "a few two-token trajectories: the overlap and its distance to the nearer pole"
+from ... import simulate, theory
+from ...config import ModelConfig, RunConfig
+from ..base import laid_out
+from ..knobs import integer, real
+from ..spec import Figure
 
 _BASE = dict(d=4, beta=1.0, L=100, attention="softmax", seed=1)
 SCALES = {
@@ -26,31 +25,24 @@ SCALES = {
     "quick": dict(_BASE, n_traj=12, T=30.0),
     "paper": dict(_BASE, n_traj=12, T=30.0),   # an illustration: the quick scale is the whole
 }
-#: The knobs beyond the shared ones (:data:`.base.KNOB_CHECKS`): one dimension and one beta.
-KNOB_SCHEMA = {"d": integer(2), "beta": real(0.0)}
 #: The tolerance the right-hand panel marks (the paper's classification tolerance).
 TOL = 1e-3
 
 
-def compute(scale="quick", *, scheduler=None, cache_dir=None, progress=True, **overrides):
-    """Run the trajectories; return ``overlap(trajectory, time)`` and the two gaps.
-
-    ``one_minus_overlap`` and ``one_plus_overlap`` keep their relative precision near the
-    poles.  ``scheduler``, ``cache_dir`` and ``progress`` are accepted for the common
-    interface and unused (one call of :func:`simulate`).
-    """
-    knobs = resolve_scale(SCALES, scale, overrides, KNOB_SCHEMA)
-    d, beta, attention, n_traj, seed = (knobs[k] for k in ("d", "beta", "attention", "n_traj",
-                                                           "seed"))
+def run(knobs, sweeps):
+    """Run the trajectories (one call of :func:`simulate`, no sweep: ``sweeps`` is unused);
+    return ``overlap(trajectory, time)`` at every layer and the two gaps
+    ``one_minus_overlap`` and ``one_plus_overlap``, which keep their relative precision near
+    the poles."""
     L, T = knobs["L"], knobs["T"]
-    times = np.arange(round(T * L) + 1) / L   # every layer (T * L is whole: resolve_scale)
-    sim = simulate(ModelConfig(d=d, beta=beta, attention=attention),
-                   RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, times=times, seed=seed))
+    times = np.arange(round(T * L) + 1) / L   # every layer (T * L is whole: checked)
+    sim = simulate(ModelConfig(d=knobs["d"], beta=knobs["beta"], attention=knobs["attention"]),
+                   RunConfig(n_tokens=2, n_traj=knobs["n_traj"], L=L, T=T, times=times,
+                             seed=knobs["seed"]))
     ds = sim[["one_minus_overlap_t", "one_plus_overlap_t"]].rename(
         one_minus_overlap_t="one_minus_overlap", one_plus_overlap_t="one_plus_overlap")
     ds["overlap"] = sim.gram_t.isel(i=0, j=1).drop_vars(["i", "j"], errors="ignore")
-    ds.attrs.update(sim.attrs)
-    ds.attrs.update(figure=ID, scale=scale, tol=TOL)
+    ds.attrs.update(sim.attrs, tol=TOL)
     return ds
 
 
@@ -76,7 +68,7 @@ def plot(ds):
     """(left) the overlap against time; (right) the distance to the nearer pole, log scale."""
     import matplotlib.pyplot as plt
 
-    from ..style import palette
+    from ...style import palette
 
     times = ds.time.values
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -90,3 +82,11 @@ def plot(ds):
     ax2.set(xlabel="time $t = n/L$", ylabel=r"$\min(1 - Z_t,\ 1 + Z_t)$",
             title=f"distance to the nearer pole (dotted: tolerance {ds.attrs['tol']:g})")
     return laid_out(fig)
+
+
+FIGURE = Figure(
+    "overlap", source="paper",
+    description="a few two-token trajectories: the overlap and its distance to the nearer pole",
+    scales=SCALES, schema={"d": integer(2), "beta": real(0.0)},  # one dimension, one beta
+    run=run, summary=summary, plot=plot)
+compute, cost = FIGURE.compute, FIGURE.cost

@@ -1,4 +1,5 @@
-"""What the two figures on the logistic clock t = d tau share (homog_logistic, homog_simplex).
+"""The clock t = d tau of the figures homog_logistic and homog_simplex: their schedule of
+layers, their depth refinement and the units of work they share.
 
 Both run N tokens for ``n_layers`` layers up to ``t_max`` on the clock t = d tau, so the step
 on that clock is ``t_max / n_layers`` whatever d; both measure how much of their gap to the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import figure_sweep, integer, real, reals
+from ..knobs import integer, real, reals
 
 #: The refinement multiplies the number of layers by this factor.
 REFINE_FACTOR = 4
@@ -32,7 +33,7 @@ def schedule(d, t_max, n_layers, n_times):
 
 
 def on_schedule(name, dims, knobs):
-    """Relation check of the knob ``d``: every dimension gives a schedule (:func:`schedule`)
+    """Relation check of a knob of dimensions: every one gives a schedule (:func:`schedule`)
     with the knobs t_max, n_layers and n_times, before any compute."""
     for d in dims:
         schedule(d, knobs["t_max"], knobs["n_layers"], knobs["n_times"])
@@ -40,7 +41,7 @@ def on_schedule(name, dims, knobs):
 
 
 #: The knobs both figures on the clock t share, beyond the shared ones
-#: (:data:`.base.KNOB_CHECKS`): b = beta sqrt(d) in [0, 20], the clock's horizon and
+#: (:data:`..knobs.KNOB_CHECKS`): b = beta sqrt(d) in [0, 20], the clock's horizon and
 #: layers, and at least two trajectories (a standard error).  Each figure adds its d (last:
 #: :func:`on_schedule` reads these) and its other knobs.
 CLOCK_SCHEMA = {
@@ -52,31 +53,50 @@ CLOCK_SCHEMA = {
 }
 
 
-def clock_sweeps(module, scale, knobs, fixed, outputs, refine_b, **run):
-    """The (d, b) sweep of ``module`` on the clock t, and its depth refinement.
+def clock_sweeps(sweeps, knobs, fixed, outputs, refine_b):
+    """The (d, b) sweep on the clock t, and its depth refinement.
 
     The refinement reruns the cell at the largest d and ``refine_b`` with ``n_layers`` and
     :data:`REFINE_FACTOR` times as many (sweep ``ID-scale-refine``): the part of the gap that
     is the discretisation, since the step on the clock t is ``t_max / n_layers`` whatever d.
-    ``fixed`` are the cells' fixed knobs, ``outputs`` their outputs over t; ``run`` holds
-    ``seed``, ``scheduler``, ``cache_dir`` and ``progress``.  Returns ``(ds, refine)``.
+    ``fixed`` are the cells' fixed knobs, ``outputs`` their outputs over t.  Returns
+    ``(ds, refine)``.
     """
     t = np.linspace(0.0, knobs["t_max"], knobs["n_times"])
-    layout = dict(output_dims={k: ("t",) for k in outputs}, output_coords={"t": t})
-    ds = figure_sweep(module, scale, {"d": list(knobs["d"]), "b": list(knobs["bs"])},
-                      fixed=fixed, **layout, **run)
+    layout = dict(output_dims={k: ("t",) for k in outputs}, output_coords={"t": t},
+                  seed=knobs["seed"])
+    ds = sweeps({"d": list(knobs["d"]), "b": list(knobs["bs"])}, fixed=fixed, **layout)
     n_layers = knobs["n_layers"]
     at = {k: v for k, v in dict(fixed, d=max(knobs["d"]), b=refine_b).items()
           if k != "n_layers"}
-    refine = figure_sweep(module, scale, {"n_layers": [n_layers, REFINE_FACTOR * n_layers]},
-                          part="refine", fixed=at, **layout, **run)
+    refine = sweeps({"n_layers": [n_layers, REFINE_FACTOR * n_layers]}, part="refine",
+                    fixed=at, **layout)
     return ds, refine
+
+
+def with_refinement(ds, refine, gaps):
+    """``ds`` with the refinement's largest gaps ``gaps`` (one per depth) over the coordinate
+    ``refine_layers``, and its cell (``refine_d``, ``refine_b``) and compute time as attributes."""
+    ds = ds.assign_coords(refine_layers=refine.n_layers.values)
+    ds["refine_max_abs_gap"] = (("refine_layers",), gaps)
+    ds.attrs.update(refine_d=int(refine.attrs["fixed_d"]), refine_b=float(refine.attrs["fixed_b"]),
+                    refine_cell_time_s=float(refine.attrs.get("cell_time_s", 0.0)))
+    return ds
 
 
 def extrapolated(gaps):
     """The gap at infinitely many layers from (coarse, fine), first order in the step."""
     f = REFINE_FACTOR
     return (f * gaps[1] - gaps[0]) / (f - 1)
+
+
+def decay_exponent(d, values) -> float:
+    """Least-squares slope of log ``values`` against log ``d`` (unweighted, by
+    :func:`numpy.polyfit`); nan with fewer than two points."""
+    values = np.asarray(values)
+    if values.size < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(np.asarray(d, dtype=float)), np.log(values), 1)[0])
 
 
 def refinement_summary(ds) -> dict:
@@ -100,7 +120,7 @@ def plot_refinement(ax, ds, colour):
             label="extrapolated to infinite depth")
 
 
-def label_gap_axes(ax, ds, *, ylabel, title, legend_size):
+def label_gap_axes(ax, ds, *, ylabel, title):
     """The right-hand panel of both figures, the largest gap against d: log-log axes with
     ticks at the simulated d only, and the legend."""
     import matplotlib.pyplot as plt
@@ -109,7 +129,19 @@ def label_gap_axes(ax, ds, *, ylabel, title, legend_size):
     ax.set(xscale="log", yscale="log", xlabel="d", ylabel=ylabel, title=title)
     ax.set_xticks(d, [str(int(v)) for v in d])
     ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.legend(fontsize=legend_size)
+    ax.legend()
+
+
+def gap_table(stats, head, slope, verdict=None) -> str:
+    """The largest gap per (b, d) and its exponent in d (``stats[slope][b]``), with a column
+    ``verdict(b)`` if given, as a Markdown table whose first column, b, is headed ``head``."""
+    extra = 1 if verdict else 0
+    rows = [f"| {head} | " + " | ".join(f"d = {d}" for d in stats["d"]) + " | exponent in d |"
+            + " verdict |" * extra, "|---" * (len(stats["d"]) + 2 + extra) + "|"]
+    rows += [f"| {b:g} | " + " | ".join(f"{g:.3f}" for g in stats["max_abs_gap"][b])
+             + f" | {stats[slope][b]:+.2f} |" + (f" {verdict(b)} |" if verdict else "")
+             for b in stats["b"]]
+    return "\n".join(rows)
 
 
 def work(knobs) -> float:
