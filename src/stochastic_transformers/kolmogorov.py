@@ -15,7 +15,7 @@ step-size control (:func:`propagate`).  :func:`solve_backward` chains the two.
 
 This is the deterministic reference behind :func:`stochastic_transformers.sde.overlap_expectation`
 (the two-token overlap in :math:`x = \operatorname{atanh} z`),
-:func:`stochastic_transformers.homogenized.overlap_moments` (the random-attention limit) and
+:func:`stochastic_transformers.random_attention.homogenized.overlap_moments` (the random-attention limit) and
 :func:`stochastic_transformers.two_clusters.antipodal_persistence` (the two-cluster overlap in
 :math:`\log(1 + z)`, with its own second-order generator in the same band storage).
 :func:`start_averages` averages a solution over laws of the start on two nested grids (the

@@ -195,6 +195,32 @@ def _overlap_drift_from_atanh(z, mu, nu):
     return (1.0 - z * z) * (mu - z * nu * nu)
 
 
+def _overlap_args(z, beta, d, attention, sigma):
+    """The checked arguments of the overlap diffusion's coefficients: ``(z, beta, d, sigma)``
+    as arrays (z in [-1, 1], beta >= 0, integer d >= 2) and sigma in (0, SIGMA_MAX]."""
+    check_choice("attention", attention, ATTENTIONS)
+    return (check_real_array("z", z, -1.0, 1.0), check_real_array("beta", beta, 0.0),
+            check_int_array("d", d, 2),
+            check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True))
+
+
+def split_args(beta, d, m1, m2, attention, sigma):
+    """The checked parameters of a two-point split (``m1`` tokens at one point, ``m2`` at
+    the other): beta in [0, 700] (the unnormalised weights overflow beyond), d >= 2,
+    m1, m2 >= 1, sigma in (0, SIGMA_MAX]."""
+    return (check_real("beta", beta, 0.0, 700.0), check_int("d", d, 2),
+            check_int("m1", m1, 1), check_int("m2", m2, 1),
+            check_choice("attention", attention, ATTENTIONS),
+            check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True))
+
+
+def _hybrid_args(z, beta, epsilon, attention):
+    """The checked arguments of the hybrid model's coefficients: ``(z, beta, epsilon)``."""
+    check_choice("attention", attention, ATTENTIONS)
+    return (check_real_array("z", z, -1.0, 1.0), check_real_array("beta", beta, 0.0),
+            check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX))
+
+
 def atanh_coefficients(z, beta, d, attention="softmax", sigma=1.0, *, model="stochastic",
                        epsilon=0.0):
     r"""Drift and diffusion of :math:`X = \operatorname{atanh} Z` for the two-token overlap.
@@ -209,7 +235,7 @@ def atanh_coefficients(z, beta, d, attention="softmax", sigma=1.0, *, model="sto
     :func:`hybrid_overlap_drift`, :func:`hybrid_overlap_diffusion` by
     :math:`a = (1-z^2)(\mu - z\nu^2)`, :math:`b = (1-z^2)\nu`; the integrators of
     :mod:`stochastic_transformers.sde`; the fixed-attention table of
-    :mod:`stochastic_transformers.homogenized`).
+    :mod:`stochastic_transformers.random_attention.homogenized`).
 
     ``model="stochastic"`` (Lemma 4), USA:
 
@@ -246,11 +272,7 @@ def atanh_coefficients(z, beta, d, attention="softmax", sigma=1.0, *, model="sto
     -------
     (mu, nu) : floats, or arrays broadcast from the arguments that enter each
     """
-    z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real_array("beta", beta, 0.0)
-    d = check_int_array("d", d, 2)
-    check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
+    z, beta, d, sigma = _overlap_args(z, beta, d, attention, sigma)
     check_choice("model", model, OVERLAP_MODELS)
     epsilon = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
     mu, nu = _atanh_coefficients(z, beta, d, attention, sigma, model, epsilon)
@@ -274,11 +296,7 @@ def overlap_drift(z, beta, d, attention="softmax", sigma=1.0):
     sigma : float, > 0 and <= SIGMA_MAX (1e6)
         Standard deviation of the entries of the value matrices.
     """
-    z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real_array("beta", beta, 0.0)
-    d = check_int_array("d", d, 2)
-    check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
+    z, beta, d, sigma = _overlap_args(z, beta, d, attention, sigma)
     mu, nu = _atanh_coefficients(z, beta, d, attention, sigma)
     return _out(_overlap_drift_from_atanh(z, mu, nu))
 
@@ -290,11 +308,7 @@ def overlap_diffusion(z, beta, d, attention="softmax", sigma=1.0):
     SA: the same times :math:`2/(e^\beta + e^{\beta z})`.  Computed as :math:`(1-z^2)\nu`
     from :func:`atanh_coefficients`.  ``d`` is validated but does not enter.
     """
-    z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real_array("beta", beta, 0.0)
-    d = check_int_array("d", d, 2)
-    check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
+    z, beta, d, sigma = _overlap_args(z, beta, d, attention, sigma)
     _, nu = _atanh_coefficients(z, beta, d, attention, sigma)
     return _out((1.0 - z * z) * nu + 0.0 * d)  # broadcast with d like the drift
 
@@ -379,12 +393,7 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     (drift, diffusion_squared) : floats or arrays shaped like ``z``
     """
     z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real("beta", beta, 0.0, 700.0)
-    d = check_int("d", d, 2)
-    m1 = check_int("m1", m1, 1)
-    m2 = check_int("m2", m2, 1)
-    check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
+    beta, d, m1, m2, attention, sigma = split_args(beta, d, m1, m2, attention, sigma)
     p1, q1, p2, q2 = _two_cluster_weights(z, beta, m1, m2, attention)
     a11 = p1 * p1 + q1 * q1 + 2.0 * p1 * q1 * z
     a22 = p2 * p2 + q2 * q2 + 2.0 * p2 * q2 * z
@@ -406,10 +415,7 @@ def hybrid_overlap_drift(z, beta, epsilon, attention="unnormalized"):
 
     Computed as :math:`(1-z^2)(\mu - z\nu^2)` from :func:`atanh_coefficients`.
     """
-    z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real_array("beta", beta, 0.0)
-    eps = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
-    check_choice("attention", attention, ATTENTIONS)
+    z, beta, eps = _hybrid_args(z, beta, epsilon, attention)
     mu, nu = _atanh_coefficients(z, beta, 2, attention, 1.0, "hybrid", eps)
     return _out(_overlap_drift_from_atanh(z, mu, nu))
 
@@ -420,10 +426,7 @@ def hybrid_overlap_diffusion(z, beta, epsilon, attention="unnormalized"):
     :math:`\lambda = 1` for USA (Proposition 1), :math:`2/(e^\beta+e^{\beta z})` for SA;
     :math:`(1-z^2)\nu` from :func:`atanh_coefficients`.
     """
-    z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real_array("beta", beta, 0.0)
-    eps = check_real_array("epsilon", epsilon, 0.0, EPSILON_MAX)
-    check_choice("attention", attention, ATTENTIONS)
+    z, beta, eps = _hybrid_args(z, beta, epsilon, attention)
     _, nu = _atanh_coefficients(z, beta, 2, attention, 1.0, "hybrid", eps)
     return _out((1.0 - z * z) * nu)
 

@@ -38,19 +38,9 @@ import math
 import numpy as np
 
 from . import theory
-from ._validation import (ATTENTIONS, SIGMA_MAX, check_choice, check_int, check_real,
+from ._validation import (ATTENTIONS, check_choice, check_int, check_real,
                           check_real_array, check_tol)
 from .kolmogorov import log_gap_grid, propagate_probability
-
-
-def _check_split(beta, d, m1, m2, attention, sigma):
-    beta = check_real("beta", beta, 0.0, 700.0)
-    d = check_int("d", d, 2)
-    m1 = check_int("m1", m1, 1)
-    m2 = check_int("m2", m2, 1)
-    attention = check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
-    return beta, d, m1, m2, attention, sigma
 
 
 def _weights_v(v, beta, m1, m2, attention):
@@ -96,7 +86,7 @@ def antipodal_coefficients(v, beta, d, m1, m2, *, attention="softmax", sigma=1.0
         :math:`1 + Z`.
     beta, d, m1, m2, attention, sigma : as in :func:`theory.two_cluster_coefficients`.
     """
-    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    beta, d, m1, m2, attention, sigma = theory.split_args(beta, d, m1, m2, attention, sigma)
     v = check_real_array("v", v, 0.0, 2.0)
     a1, a2, P, Q, gap = _weights_v(v, beta, m1, m2, attention)
     drift = sigma**2 * (0.5 * (d - 1) * gap * gap
@@ -147,7 +137,7 @@ def boundaries(beta, d, m1, m2, *, attention="softmax", sigma=1.0):
         unbalanced -1), ``balanced``, ``hovering_scale`` (:func:`hovering_scale`) and
         ``bessel_dimension`` (d - 1 for an unbalanced split, else None).
     """
-    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    beta, d, m1, m2, attention, sigma = theory.split_args(beta, d, m1, m2, attention, sigma)
     w = 1e-7
     mu, s2 = theory.two_cluster_coefficients(1.0 - w, beta, d, m1, m2, attention=attention,
                                              sigma=sigma)
@@ -192,7 +182,7 @@ def hovering_depth(beta, d, m1, m2, *, attention="softmax", tol=1e-3, quantiles=
     ``quantiles`` are probabilities in [0, 1] (a scalar or an array).
     """
     quantiles = check_real_array("quantiles", quantiles, 0.0, 1.0)
-    beta, d, m1, m2, attention, _ = _check_split(beta, d, m1, m2, attention, 1.0)
+    beta, d, m1, m2, attention, _ = theory.split_args(beta, d, m1, m2, attention, 1.0)
     if m1 == m2:
         raise ValueError("a balanced split (m1 == m2) does not hover: it is the two-token "
                          "diffusion, attracted to -1 when beta > beta_c(d)")
@@ -236,7 +226,7 @@ def _generator_y(y, beta, d, m1, m2, attention, sigma):
 
 
 def _check_persistence_args(beta, d, m1, m2, attention, sigma, tol, h, t):
-    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    beta, d, m1, m2, attention, sigma = theory.split_args(beta, d, m1, m2, attention, sigma)
     tol = check_tol(tol)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
     ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
@@ -354,7 +344,7 @@ def balanced_like_exponent(beta, d, m1, m2, *, attention="softmax", sigma=1.0):
     :math:`\lambda` is the exponent of :func:`boundaries` at -1.  ``ell`` is returned with
     the factor :math:`\sigma^2`.
     """
-    beta, d, m1, m2, attention, sigma = _check_split(beta, d, m1, m2, attention, sigma)
+    beta, d, m1, m2, attention, sigma = theory.split_args(beta, d, m1, m2, attention, sigma)
     a1, a2, P, Q, _ = (float(x) for x in _weights_v(np.asarray(0.0), beta, m1, m2, attention))
     K = -0.5 * (d - 1) * (a1 * a1 + a2 * a2) + (d - 1) * (P + Q) + 2.0 * a1 * a2
     ell = 4.0 * (a1 * a2 + P + Q)

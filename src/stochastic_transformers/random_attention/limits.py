@@ -52,8 +52,8 @@ import math
 import numpy as np
 from scipy import integrate
 
-from ._validation import ETA_MAX, check_choice, check_int, check_real, check_real_array
-from .config import ModelConfig
+from .._validation import ETA_MAX, check_choice, check_int, check_real, check_real_array
+from ..config import ModelConfig
 
 __all__ = ["mean_field", "drift", "covariant_derivative", "modified_drift", "ode_path",
            "sde_paths", "CORRECTIONS", "turning_mean_value", "turning_group",

@@ -14,7 +14,7 @@ from stochastic_transformers.figures import load_committed, obtain
 
 matplotlib.use("Agg")
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 #: Figure results (results/ID_paper.nc); other committed files (fig7_check) are checked below.
 COMMITTED = sorted(name for name in (p.name.removesuffix("_paper.nc")
                                      for p in RESULTS.glob("*_paper.nc"))

@@ -12,7 +12,7 @@ from stochastic_transformers import theory
 from stochastic_transformers.figures import fig8, overlap
 from stochastic_transformers.figures.base import load_committed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fig8_thresholds_of_the_figure3_grid_are_the_theory():
@@ -78,3 +78,59 @@ def test_no_glue_role_leaves_its_key_to_the_last_colon(page):
         if "::" in target:
             assert ":" in target.split("::", 1)[1], target
     assert "Markdown(f" not in text
+
+
+@pytest.mark.parametrize("beta, d", [(1.0, 4), (0.3, 6), (2.5, 9)])
+def test_overlap_log_gap_rates_are_the_limit_of_lemma4_at_the_poles(beta, d):
+    """The rates the overlap page draws: mu/g + nu^2/(2 g^2) near +1 and
+    -(mu/h - nu^2/(2 h^2)) near -1, from the softmax coefficients of theory at a gap 1e-7."""
+    g = 1e-7
+    rates = overlap.log_gap_rates(beta, d)
+    mu, nu = theory.overlap_drift(1 - g, beta, d), theory.overlap_diffusion(1 - g, beta, d)
+    assert rates["single"] == pytest.approx(mu / g + 0.5 * nu**2 / g**2, rel=1e-6)
+    mu, nu = theory.overlap_drift(-1 + g, beta, d), theory.overlap_diffusion(-1 + g, beta, d)
+    assert rates["antipodal"] == pytest.approx(-(mu / g - 0.5 * nu**2 / g**2), rel=1e-6)
+    # the antipodal rate is positive exactly where -1 attracts (Theorem 2)
+    assert (rates["antipodal"] > 0) == theory.antipodal_attracting(beta, d)
+
+
+def test_overlap_committed_rates_and_verdict():
+    ds = load_committed("overlap")
+    if ds is None:
+        pytest.skip("no committed overlap result")
+    s = overlap.summary(ds)
+    for side in ("single", "antipodal"):
+        assert s["rate"][side] == pytest.approx(s["rate_theory"][side], rel=0.1)
+    assert overlap.phrases(s)["verdict"].startswith("As predicted: all 12 paths")
+
+
+def test_fig3_verdict_on_the_committed_result():
+    """The page's opening: the transition sits at beta_c(d) (no antipodal pair more than
+    0.15 below it, some at every point more than 0.15 above it), with a resolved deficit."""
+    from stochastic_transformers.figures import fig3
+
+    ds = load_committed("fig3")
+    if ds is None:
+        pytest.skip("no committed fig3 result")
+    s = fig3.summary(ds)
+    assert s["n_positive_below"] == 0 and s["n_zero_above"] == 0
+    assert s["n_near"] + s["n_far"] == s["n_informative"]
+    words = fig3.phrases(s)
+    assert words["verdict"].startswith("Reproduced:") and "deficit" in words["verdict"]
+    assert "deficit" in words["far_reading"]
+    ds["p_antipodal"] = ds.p_antipodal.where(ds.beta != ds.beta.values[0], 0.01)
+    assert fig3.phrases(fig3.summary(ds))["verdict"].startswith("Not reproduced:")
+
+
+def test_fig8_phrases_follow_the_verdicts():
+    ds = load_committed("fig8")
+    if ds is None:
+        pytest.skip("no committed fig8 result")
+    s = fig8.summary(ds)
+    words = fig8.phrases(s)
+    assert words["verdict"].startswith("Reproduced:")
+    assert words["regime"] == {0.25: "no d", 1.2: "d = 4, 5, 6, 7", 3.0: "every d"}
+    assert "transient" in words["transient"]
+    ds["late_change"] = ds.late_change + 2 * fig8.FLAT_LATE_CHANGE
+    words = fig8.phrases(fig8.summary(ds))
+    assert words["verdict"].startswith("Partly reproduced:") and "still moves" in words["verdict"]

@@ -159,6 +159,17 @@ def test_figure4_counts_undecided_cells_on_neither_side(fig4_paper):
             == s["by_L"][100]["n_wrong"])
 
 
+def test_figure4_chapter_words_hold_for_the_committed_result(fig4_paper):
+    """noise_clustering.md wraps fixed words around its glued numbers: at L = 100 the map is
+    partly reproduced (55% of the decided cells on the predicted side), every miss lies above
+    the curve where the steps are large, and the map at L = 1000 has a larger share."""
+    _, s = fig4_paper
+    assert s["verdict"] == "partly reproduced" and round(s["share_agree"], 2) == 0.55
+    assert s["n_wrong"] == s["n_wrong_large_step_above"] > 0
+    assert s["last"]["n_wrong"] == s["last"]["n_wrong_large_step_above"]
+    assert s["last"]["share_agree"] > s["share_agree"]
+
+
 def test_figure4_predicted_step_is_the_hybrid_antipodal_probability(fig4_paper):
     """The map's p_antipodal_theory (eps / eps_c > 1) is Proposition 1's outcome law,
     theory.hybrid_antipodal_probability, at every cell of the committed grid."""

@@ -21,7 +21,7 @@ from stochastic_transformers import theory
 from stochastic_transformers.figures import fig1, thm1, universality
 from stochastic_transformers.stats import fit_corrected_order, fit_two_term
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 THM1 = ROOT / "results" / "thm1_paper.nc"
 
 

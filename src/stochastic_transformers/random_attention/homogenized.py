@@ -73,10 +73,10 @@ import math
 import numpy as np
 from scipy import integrate, interpolate, special
 
-from . import theory
-from ._validation import (SIGMA_MAX, check_choice, check_int, check_real, check_real_array,
+from .. import theory
+from .._validation import (SIGMA_MAX, check_choice, check_int, check_real, check_real_array,
                           check_tol)
-from .kolmogorov import banded_generator, propagate
+from ..kolmogorov import banded_generator, propagate
 
 __all__ = ["pair_coefficients", "independent_pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
            "antipodal_by", "antipodal_limit",

@@ -1,8 +1,8 @@
 """Statements of the book's prose, checked against the library, the committed results and
 small Monte Carlo experiments.
 
-Each test names the page and the statement it checks (chapters "Random keys, queries and
-heads" (book/random_attention.md) and "Many tokens" (book/many_tokens.md), pages
+Each test names the page and the statement it checks (the follow-up's chapters
+(book/random_attention*.md) and "Many tokens" (book/many_tokens.md), pages
 notebooks/homog_logistic.md and notebooks/homog_simplex.md).  Every Monte Carlo uses a fixed
 seed and states its tolerance, which leaves at least four standard errors of room unless
 said otherwise; each test runs in a few seconds at most.
@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 from scipy import integrate, interpolate, special
 
-from stochastic_transformers import homogenized, two_clusters
+from stochastic_transformers import two_clusters
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+from stochastic_transformers.random_attention import homogenized
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def _open(name):
@@ -288,7 +290,7 @@ def test_floor_between_the_simplex_law_and_the_logistic_law():
     assert 1.5e-4 < _limit_floor(0.5, 8, 100_000, seed=0) < 6.0e-4
 
 
-# --- random_attention.md: the slow-motion drift ------------------------------------------
+# --- random_attention_noise.md: the slow-motion drift ------------------------------------
 
 
 def _phi(r, d):

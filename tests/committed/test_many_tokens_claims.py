@@ -32,7 +32,7 @@ from stochastic_transformers import theory, two_clusters
 from stochastic_transformers.classification import has_antipodal_pair, is_clustered, n_clusters
 from stochastic_transformers.figures import clusters, fig6, fig7, fig9
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 PAGES = {name: ROOT / "notebooks" / f"{name}.md" for name in
          ("fig6_antipodal_pairs", "fig7_persistence", "clusters_two_point",
@@ -162,7 +162,7 @@ def test_balanced_prediction_is_almost_certain_at_the_merge():
     assert s["balanced_se_max"] == pytest.approx(max(se), rel=1e-12) and max(se) < 3.5
     assert s["balanced_prediction_sharp"] is True
     assert s["balanced_mean_pq_max"] <= fig6.BALANCED_SHARP_PQ
-    assert "What this comparison tests is narrow" in fig6.phrases(s, "paper")["balanced_reading"]
+    assert "What this comparison tests is narrow" in fig6.phrases(s)["balanced_reading"]
     assert "{glue:md}`fig6.balanced_reading:myst`" in _text("fig6_antipodal_pairs")
 
 
@@ -269,7 +269,8 @@ def test_figure_9_hovering_scale_carries_the_split_prefactor():
     assert "hover_order" not in s
     text = _text("fig9_convergence_speed")
     assert "hover_order" not in text and s["verdicts"]["stochastic_hovers"]
-    assert "4e^{-4" in fig9.phrases(s, "paper")["hover_reading"]   # the page's words
+    assert "4e^{-4\\beta}(m_1/m_2 - m_2/m_1)^2" in text   # the page's words
+    assert "{glue:text}`fig9.hover_scale.min:.1e`" in text
 
 
 # --- Figure 7, the discretisation check --------------------------------------------------------
@@ -299,4 +300,6 @@ def test_figure_7_check_is_reused_only_when_it_matches_the_run():
     assert reused.identical(check) and seconds == float(check.attrs["cell_time_s"])
     text = _text("fig7_persistence")
     assert 'fig7.discretisation_check(ds, stats["most_lost_beta"], source' in text
-    assert "{glue:md}`fig7.check_code_reading:myst`" in text
+    assert ":::{glue:md} fig7.check\n" in text
+    words = fig7.phrases(fig7.summary(main), main, check)["check"]
+    assert "comes from simulation code version 1, which ran the full $N$-token map" in words

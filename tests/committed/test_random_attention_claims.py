@@ -14,7 +14,7 @@ import xarray as xr
 
 from stochastic_transformers.figures import homog_logistic, homog_meet, homog_regimes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name):
