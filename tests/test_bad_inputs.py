@@ -137,7 +137,7 @@ def test_times_and_x0_given_as_text_are_named():
 
 
 def test_mean_field_names_tokens_of_the_wrong_dimension():
-    from stochastic_transformers import limits
+    from stochastic_transformers.random_attention import limits
 
     model = ModelConfig(d=3, beta=1.0, kind="random_attention", sigma_qk=0.0, mean_v=1.0)
     with pytest.raises(ValueError, match=r"^x must be a \(\.\.\., N, 3\) array"):
@@ -174,7 +174,7 @@ def test_progress_must_be_a_bool(progress):
 
 
 def test_logistic_refuses_a_nan_time():
-    from stochastic_transformers import homogenized
+    from stochastic_transformers.random_attention import homogenized
 
     with pytest.raises(ValueError, match="^t must be"):
         homogenized.logistic(float("nan"), 0.5)

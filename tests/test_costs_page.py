@@ -208,8 +208,13 @@ def test_result_costs_sum_the_parts_and_mark_what_is_unknown(tmp_path):
     assert b["cpu"] == costs.UNKNOWN and math.isnan(b["cell_time_s"])
     assert b["notes"] == {"wall_time_note": "two runs"}
     table = costs.results_table(rows)
-    assert table.count("\n") == 3 and costs.UNKNOWN in table
-    assert "100 s + 5 s (check) = 105 s" in table and "1 of 2 cells computed, 1 cached" in table
+    assert table.count("\n") == 3 and "| `figa_paper` | 1 of 2 | 105 s | 200 s | 2026-12-01 |" in table
+    assert "| `figb_cpu` | — | 50 s | — | 2026-11-30 |" in table
+    assert costs.UNKNOWN in costs.provenance_table(rows)
+    assert costs.notes_markdown(rows).splitlines() == [
+        "- `figa_paper`: wall time 100 s + 5 s (check) = 105 s",
+        "- `figa_paper`: cell time 180 s + 20 s (refine) = 200 s",
+        "- `figb_cpu`: two runs"]
 
 
 def test_summary_reads_results_and_records(tmp_path):
@@ -331,17 +336,33 @@ def _rows_of(table):
     return lines[start - 1], lines[start + 1:]
 
 
-def test_results_markdown_adds_the_notes_only_when_a_file_has_some(tmp_path):
-    _result(tmp_path / "figa_paper.nc", figure="figa", wall_time_s=60.0,
-            created="2026-12-01", git_commit="0" * 40, wall_time_note="two runs")
+def test_notes_read_unknown_values_as_unknown_not_nan(tmp_path):
+    _result(tmp_path / "figa_paper.nc", figure="figa", wall_time_s=0.2,
+            created="2026-12-01", git_commit="0" * 40, wall_time_note="two runs | one more",
+            attrs_corrected="n_cells_cached is now NaN (unknown); set to " + "ab12cd3" * 5
+            + "abcde[:7], the clean commit")
     _result(tmp_path / "figb_cpu.nc", figure="figb", wall_time_s=30.0,
             created="2026-12-01", git_commit="1" * 40)
     rows = costs.result_costs(tmp_path)
-    table, notes = costs.results_markdown(rows)
-    header, body = _rows_of(table)
-    assert header.startswith("| result | settings |") and len(body) == 2
-    assert notes == "Notes the files carry:\n\n- `figa_paper`: two runs"
-    assert costs.results_markdown(rows[1:]) == [costs.results_table(rows[1:])]
+    assert costs.notes_markdown(rows).splitlines() == [
+        "- `figa_paper`: two runs; one more",
+        "- `figa_paper`: n_cells_cached is now unknown; set to ab12cd3, the clean commit"]
+    assert costs.notes_markdown(rows[1:]) == "No file carries a note."
+    assert "| `figa_paper` | — | < 1 s | — | 2026-12-01 |" in costs.results_table(rows)
+
+
+def test_the_committed_page_shows_no_nan_minus_zero_or_zero_seconds():
+    rows, records = costs.result_costs(), costs.read_benchmarks()
+    stats = costs.summary()
+    tables = costs.page_tables(rows, records, stats)
+    text = "\n".join([costs.results_table(rows), *tables.values(),
+                      *costs.page_phrases(stats).values()])
+    assert not re.search(r"\bnan\b", text, re.IGNORECASE)
+    assert "-0.0" not in text and not re.search(r"(?<![\d.,])0 s\b", text)
+    # the page glues every table it pastes
+    page = (ROOT / "notebooks" / "reproducing_costs.md").read_text()
+    pasted = set(re.findall(r"\{glue:md\} costs\.table\.(\w+)", page))
+    assert pasted and pasted <= set(tables)
 
 
 def test_projected_table_or_the_sentence_when_nothing_is_projected():
@@ -353,31 +374,35 @@ def test_projected_table_or_the_sentence_when_nothing_is_projected():
 
 
 def _simulator_record():
-    def rows(n):
+    def rows(n, extra=()):
         return [{"method": "numpy reference", "engine": "numpy", "threads": 1,
-                 "rate": 1234.5, "speedup": 1.0},
-                {"method": "literal", "engine": "library", "threads": n, "rate": 98765.4,
-                 "speedup": 80.04}]
+                 "rate": 1234500.0, "speedup": 1.0},
+                {"method": "literal", "engine": "library", "threads": n, "rate": 98765400.0,
+                 "speedup": 80.04}, *extra]
 
-    fig6 = [{"n_tokens": 3, "beta": 0.5, "full_s": 1.234, "reduced_s": 0.1, "ratio": 12.34}]
+    torch = {"method": "torch reference, float32", "engine": "torch", "threads": 4,
+             "rate": 2e6, "speedup": 1.6}
+    fig6 = [{"n_tokens": 3, "beta": 0.5, "full_s": 1.234, "reduced_s": 0.1, "ratio": 12.34},
+            {"n_tokens": 4, "beta": 2.0, "full_s": 1.0, "reduced_s": 0.5, "ratio": 2.0}]
     return {"settings": {"n_traj": 10000, "n_layers": 50},
-            "tables": {"N3_d4": rows(4), "fig6": fig6, "N8_d10": rows(8)}}
+            "tables": {"N3_d4": rows(4, [torch]), "fig6": fig6, "N8_d10": rows(8)}}
 
 
-def test_simulator_tables_one_per_workload_with_its_title():
-    tables = costs.simulator_tables(_simulator_record())
-    assert len(tables) == 2     # fig6 is not a workload of N tokens
-    title, table = tables[1].split("\n\n")
-    assert title == "**N = 8, d = 10** (10,000 trajectories × 50 layers)"
+def test_simulator_table_has_a_row_per_method_and_a_column_per_workload():
+    title, table = costs.simulator_table(_simulator_record()).split("\n\n")
+    assert title.startswith("10,000 trajectories × 50 layers a workload")
     header, body = _rows_of(table)
-    assert header == "| method | threads | trajectory-layers / s | vs NumPy |"
-    assert body == ["| numpy reference | 1 | 1,234 | 1.0x |", "| literal | 8 | 98,765 | 80.0x |"]
+    assert header == "| method | N, d = 3, 4 | N, d = 8, 10 |"
+    assert body == ["| numpy reference (1 thread) | 1.2 (1.0×) | 1.2 (1.0×) |",
+                    "| literal (4 threads) | 98.8 (80.0×) | — |",
+                    "| torch float32 (4 threads) | 2.0 (1.6×) | — |",
+                    "| literal (8 threads) | — | 98.8 (80.0×) |"]
 
 
-def test_fig6_table_compares_full_and_reduced():
+def test_fig6_table_gives_the_ratio_by_beta_and_n():
     header, body = _rows_of(costs.fig6_table(_simulator_record()))
-    assert header == "| N | β | full map (s) | reduced path (s) | ratio |"
-    assert body == ["| 3 | 0.5 | 1.23 | 0.10 | 12.3x |"]
+    assert header == "| β | N = 3 | N = 4 |"
+    assert body == ["| 0.5 | 12.3× | — |", "| 2 | — | 2.0× |"]
 
 
 def test_random_attention_table_has_its_workload_and_one_row_per_method():
@@ -388,7 +413,7 @@ def test_random_attention_table_has_its_workload_and_one_row_per_method():
     assert text.startswith("2,000 trajectories × 100 layers\n\n")
     header, body = _rows_of(text)
     assert header.startswith("| method | threads | random numbers a layer |")
-    assert body[1] == "| subspace | 1 | 12,345 | 1,000,000 | 7.2x |"
+    assert body[1] == "| subspace | 1 | 12,345 | 1,000,000 | 7.2× |"
 
 
 def test_profile_table_has_one_row_per_part_row():
@@ -396,7 +421,7 @@ def test_profile_table_has_one_row_per_part_row():
               "n_normals": 48, "attention_ns": 600.0, "exp_ns": 300.0, "n_exp": n * n,
               "qr_ns": 0.0} for n in (3, 8)]
     text = costs.profile_table({"settings": {"n_layers": 100000}, "tables": {"parts": parts}})
-    assert text.startswith("100,000 layers a part\n\n")
+    assert text.startswith("100,000 layers a part; nanoseconds a layer\n\n")
     header, body = _rows_of(text)
     assert header.count("|") == 11 and "| whole layer |" in header
     assert body == ["| 3 | 4 | literal | 1,500 | 700 | 48 | 600 | 300 | 9 | 0 |",
@@ -407,6 +432,8 @@ def test_reduction_table_has_one_row_per_case():
     case = {"n_tokens": 4, "beta": 1.0, "attention": "softmax", "merged_fraction": 0.875,
             "antipodal_differs": 0, "clustered_differs": 2, "p_reduced": 0.1234,
             "p_literal": 0.125, "z": -0.44}
-    header, body = _rows_of(costs.reduction_table({"tables": {"cases": [case, case]}}))
+    zero = {**case, "z": -0.04}
+    header, body = _rows_of(costs.reduction_table({"tables": {"cases": [case, zero]}}))
     assert header.startswith("| N | β | attention | merged by T |")
-    assert body == ["| 4 | 1 | softmax | 88% | 0 | 2 | 0.123 | 0.125 | -0.4 |"] * 2
+    assert body == ["| 4 | 1 | softmax | 88% | 0 / 2 | 0.123 / 0.125 | -0.4 |",
+                    "| 4 | 1 | softmax | 88% | 0 / 2 | 0.123 / 0.125 | 0.0 |"]

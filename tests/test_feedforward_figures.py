@@ -94,20 +94,38 @@ def test_the_figures_threshold_is_nan_where_minus_one_attracts_at_every_beta():
     assert 0 < ff_threshold.theory_threshold(4, 0.5, "erf") < ff_threshold.theory_threshold(4, 0.0, "erf")
 
 
-def test_the_feedforward_pages_words_follow_their_verdicts():
+def test_the_feedforward_verdicts_follow_their_checks():
     from stochastic_transformers.figures import ff_pairs, ff_tokens
 
-    words = ff_pairs.page_values({"total_z": -4.2, "total_relative": -0.0213,
-                                  "even_counts_match": True, "odd_block_raises": False})
-    assert words == {"total_text": "a deficit of 2.1% (-4.2 binomial standard errors), of the "
-                                   "sign of the finite-depth bias that the threshold page measures",
-                     "word_even_match": "agree", "word_odd": "does not clearly raise"}
-    assert ff_pairs.page_values({"total_z": 1.0, "total_relative": 0.001,
-                                 "even_counts_match": False})["total_text"] == (
-        "no systematic difference (+1.0 binomial standard errors)")
-    assert ff_tokens.page_values({"odd_block_more_pairs": True}) == {"word_odd": "more"}
-    stats = {"by_L": {100: "coarse", 400: "fine"}, "coarse_L": 100, "fine_L": 400,
-             "thresholds_agree": False, "threshold_falls_with_r": True}
-    assert ff_threshold.page_values(stats) == {"by_L": {"coarse": "coarse", "fine": "fine"},
-                                               "word_agree": "do not all agree"}
-    assert ff_threshold.phrases(stats)["verdict"].startswith("Not every measured threshold")
+    assert ff_pairs.verdict([(True, "a", "not a"), (True, "b", "not b")]) == "Confirmed: a; b."
+    assert ff_pairs.verdict([(True, "a", "not a"), (False, "b", "not b")]) == \
+        "Partly confirmed: a; not b."
+    assert ff_pairs.verdict([(False, "a", "not a")]) == "Not confirmed: not a."
+    # A few points beyond 2 standard errors are what a perfect match gives; many are not.
+    assert ff_pairs.follows_limit({"n_informative": 12, "share_within_2se": 10 / 12})
+    assert not ff_pairs.follows_limit({"n_informative": 158, "share_within_2se": 0.85})
+    assert ff_pairs.signed(-0.04) == "0.0" and ff_pairs.signed(-4.26) == "-4.3"
+    stats = {"even_block_no_pairs": False, "even_pairs": 3, "odd_block_more_pairs": True,
+             "odd_gain_n_more": 5, "odd_gain_n": 6, "odd_gain_combined_z": 7.4}
+    text = ff_tokens.phrases(stats)["verdict"]
+    assert text.startswith("Partly confirmed: 3 configurations")
+    assert "at 5 of 6 points (combined z 7.4)" in text
+
+
+def test_the_feedforward_tables_show_no_nan_and_name_the_missing_threshold():
+    from stochastic_transformers.figures import ff_tokens
+
+    nan = float("nan")
+    rows = {"4_4": {"theory": nan, "measured": nan, "se": nan, "z": nan},
+            "6_4": {"theory": 0.342, "measured": 0.34, "se": 0.011, "z": -0.02}}
+    table = ff_threshold.tables({"thresholds": rows, "by_L": {100: {
+        "mean_bias": 0.07, "share_within_2se": 0.66, "max_abs_z": 11.3}},
+        "share_limit_within_2se": 0.94, "max_abs_limit_z": 3.8})["thresholds"]
+    assert "none: −1 attracts at every β" in table and "| 0.0 |" in table
+    row = {"none": 0.06, "relu": 0.0, "erf": 0.1, "none_balanced": 1.0, "relu_balanced": nan,
+           "erf_balanced": nan}
+    fractions = ff_tokens.tables({"rows": {"4_1": row, "4_2": dict(row, erf_balanced=0.5)},
+                                  "odd_gain_z": {"4_1": -0.01, "4_2": 2.5}})["fractions"]
+    assert "balanced share, relu" not in fractions and "balanced share, erf" in fractions
+    for text in (table, fractions):
+        assert "nan" not in text.lower() and "-0.0" not in text

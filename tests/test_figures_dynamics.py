@@ -199,6 +199,8 @@ def test_fig9_smoke_dataset(ds9):
     s = fig9.summary(ds9)
     assert set(s["by"]) == {(m, float(b)) for m in fig9.MODELS for b in knobs["betas"]}
     assert fig9.cost("paper", ds9) > 0
+    words = fig9.phrases(s)           # the page's verdict and table
+    assert words["verdict"].startswith("**") and words["table"].count("\n") == 1 + 2 * len(knobs["betas"])
     assert fig9.plot(ds9) is not None
 
 

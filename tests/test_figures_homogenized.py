@@ -4,6 +4,7 @@ pass them (the numbers the chapter quotes)."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from stochastic_transformers.figures import (homog_logistic, homog_meet, homog_r
                                              homog_scaling, homog_simplex)
 from stochastic_transformers.figures.base import load_committed
 from stochastic_transformers.figures.followup.clock import decay_exponent
-from stochastic_transformers.figures.followup.prose import listed, run_name
+from stochastic_transformers.figures.followup.prose import listed, signed
 from stochastic_transformers.stats import log_log_slope
 
 
@@ -49,7 +50,6 @@ def test_meet_refinement_verdict_fails_when_the_gap_does_not_close(smoke):
     far = np.round(np.clip(p - 0.3, 0, 1) * n)      # 30 points below the limit at every depth
     ds["refine_n_antipodal"] = (("refine_L",), far.astype(int))
     from stochastic_transformers.stats import agreement_z
-    import xarray as xr
     ds["refine_z"] = agreement_z(ds.refine_n_antipodal, ds.refine_n_traj,
                                  xr.full_like(ds.refine_n_antipodal, p, dtype=float))
     assert not homog_meet.summary(ds)["discretisation_explains"]
@@ -76,19 +76,20 @@ def test_decay_exponent_is_the_least_squares_slope():
     assert math.isnan(decay_exponent([8.0], [0.1]))
 
 
-def test_prose_lists_numbers_and_names_the_run():
+def test_prose_lists_numbers_and_signs_them_without_minus_zero():
     assert listed([8, 16, 32], "d") == "8, 16 and 32" and listed([0.5], "g") == "0.5"
-    ds = xr.Dataset(attrs={"shown_scale": "quick"})
-    assert run_name("the committed paper-scale result (x)", ds) == "the committed paper-scale run"
-    assert run_name("a fresh run at the 'quick' scale", ds) == "the quick-scale run of this build"
+    assert signed(-0.0004) == "+0.00" and signed(-0.25, 1) == "-0.2" and signed(0.5) == "+0.50"
 
 
-def test_page_words_and_phrases_are_text_at_smoke(smoke):
+def test_page_phrases_are_text_at_smoke(smoke):
+    """Every page's words are text, open with a verdict, and show no NaN or -0.0."""
     for module in (homog_regimes, homog_meet, homog_logistic, homog_simplex):
         stats = module.summary(smoke[module.FIGURE.id])
-        words, phrases = module.words(stats), module.phrases(stats)
+        phrases = module.phrases(stats)
         assert all(isinstance(v, str) and v for v in phrases.values())
-        assert all(isinstance(v, (str, float, dict)) for v in words.values())
+        assert phrases["verdict"].startswith(("**Reproduced", "**Partly", "**Not"))
+        for text in [*phrases.values(), module.table(stats)]:
+            assert "nan" not in text.lower() and not re.search(r"-0(\.0+)?(?![\d.])", text)
     assert homog_regimes.table(homog_regimes.summary(smoke["homog_regimes"])).count("\n") > 2
 
 
@@ -137,21 +138,21 @@ def test_paper_simplex():
 def test_paper_page_words_follow_the_verdicts():
     """The committed results give the book's wording, and the wording turns with its verdict."""
     s = homog_regimes.summary(_paper("homog_regimes"))
-    assert homog_regimes.words(s)["scored_text"] == "agree with"
-    assert homog_regimes.words({**s, "scored_on_curve": False})["scored_text"] == \
-        "do not all agree with"
-    assert homog_regimes.phrases(s)["shallow_reading"].startswith("What orders these misses")
+    assert homog_regimes.phrases(s)["verdict"].startswith("**Reproduced:**")
+    assert homog_regimes.phrases({**s, "scored_on_curve": False})["verdict"].startswith(
+        "**Partly reproduced:**")
+    assert homog_regimes.phrases(s)["misses"].startswith("The 10 cells with the fewest layers")
     m = homog_meet.summary(_paper("homog_meet"))
-    assert homog_meet.phrases(m)["closes_reading"] == "closes"
-    assert homog_meet.phrases({**m, "discretisation_explains": False})["closes_reading"] == \
-        "does **not** close"
+    assert homog_meet.phrases(m)["verdict"].startswith("**Reproduced:**")
+    assert "does **not** close" in homog_meet.phrases(
+        {**m, "discretisation_explains": False})["verdict"]
     lg = homog_logistic.summary(_paper("homog_logistic"))
-    assert homog_logistic.words(lg)["rate_reading"] == "falls roughly like 1/d"
-    assert homog_logistic.phrases({**lg, "below_logistic": False})["lag_reading"].startswith(
-        "departs")
+    assert "falls roughly like $1/d$" in homog_logistic.phrases(lg)["verdict"]
+    assert "not always on the same side" in homog_logistic.phrases(
+        {**lg, "below_logistic": False})["verdict"]
     sx = homog_simplex.summary(_paper("homog_simplex"))
-    assert homog_simplex.words(sx)["slowing_seen"] == "The slowing is there."
-    assert "**not**" in homog_simplex.phrases({**sx, "slows_with_b": False})["slows_reading"]
+    assert "sharper attention slows the collapse" in homog_simplex.phrases(sx)["verdict"]
+    assert "does **not** slow" in homog_simplex.phrases({**sx, "slows_with_b": False})["verdict"]
     sc = homog_scaling.summary(_paper("homog_scaling"))
     words = homog_scaling.words(sc)
     assert words["simplex_verdict"] == "slows the collapse as N grows"

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from stochastic_transformers import homogenized as hm
+from stochastic_transformers.random_attention import homogenized as hm
 from stochastic_transformers import sde, theory
 from stochastic_transformers import simulate
 from stochastic_transformers import ModelConfig, RunConfig

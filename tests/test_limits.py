@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 from stochastic_transformers import ModelConfig, RunConfig, simulate
-from stochastic_transformers import limits
+from stochastic_transformers.random_attention import limits
 from stochastic_transformers.figures import homog_limits
 
 Z = 4.5
@@ -307,7 +307,7 @@ def test_independent_noise_runs_literal_and_keeps_its_bits():
 def test_independent_pair_limit_matches_the_chain():
     """Two tokens, d = 4, beta = 1, independent noise: the mean and second moment of the
     overlap at tau = 1 against the limit diffusion (ours)."""
-    from stochastic_transformers.homogenized import overlap_moments
+    from stochastic_transformers.random_attention.homogenized import overlap_moments
 
     n = 12_000
     ds = simulate(ModelConfig(d=4, beta=1.0, kind="random_attention", noise="independent"),

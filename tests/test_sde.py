@@ -201,7 +201,8 @@ def test_antipodal_at_is_the_limit_at_finite_and_long_times():
     """P(Z_t <= -1 + tol) from uniform tokens: the scheme of homogenized.antipodal_by with the
     main paper's coefficients, bit for bit; falling towards zero where -1 repels (beta = 0
     at d = 4); and, long after the start, the T = infinity probability."""
-    from stochastic_transformers import homogenized, theory
+    from stochastic_transformers import theory
+    from stochastic_transformers.random_attention import homogenized
 
     ts = np.array([30.0, 10.0])
     p, err = sde.antipodal_at(ts, 0.75, 4, tol=1e-3, h=0.1)

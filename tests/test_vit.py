@@ -280,7 +280,7 @@ def test_fig2_smoke_compute_plot_and_cache(tmp_path):
     np.testing.assert_array_equal(again["val_accuracy"], acc)
     assert float(again["train_time"].sum()) == 0.0
     summary = fig2.summary(ds)
-    assert {"identity", "gaussian", "gap", "wins", "separated"} <= set(summary)
+    assert {"identity", "gaussian", "gap", "wins", "verdict"} <= set(summary)
     fig = fig2.plot(ds)
     assert fig.axes[0].get_xlabel() == "epoch"
     fig.savefig(tmp_path / "fig2.png")
@@ -297,10 +297,11 @@ def test_fig2_summary_of_a_known_dataset():
     s = fig2.summary(ds)
     assert s["identity"]["mean"] == pytest.approx(0.75)
     assert s["gaussian"]["min"] == pytest.approx(0.75) and s["gaussian"]["max"] == 0.9
-    assert s["gap"] == pytest.approx(0.075) and s["gaussian_better"]
+    assert s["gap"] == pytest.approx(0.075)
     assert (s["wins"], s["ties"], s["n_seeds"]) == (2, 0, 2)
     assert s["sign_test_p"] == pytest.approx(0.25)
-    assert s["ahead_from"] == 3 and not s["separated"]
+    # the accuracy averaged over the epochs: gaps -0.05/3 and -0.1/3 for the two pairs
+    assert s["speed_gap"] == pytest.approx(-0.025)
     # paired gaps 0.05 and 0.10: mean 0.075, sd 0.0354, t(0.975, 1) = 12.706
     half = 12.7062047 * np.std([0.05, 0.10], ddof=1) / np.sqrt(2)
     assert s["gap_low"] == pytest.approx(0.075 - half, rel=1e-6)
@@ -330,6 +331,47 @@ def test_fig2_verdicts_follow_interval_and_sign_test(gaps, verdict):
     assert s["verdict"] == verdict
     assert s["wins"] + s["losses"] + s["ties"] == gaps.size
     assert s["gap"] == pytest.approx(gaps.mean())
+
+
+def _paired(gaps, dataset="digits"):
+    import xarray as xr
+
+    gaps = np.asarray(gaps, dtype=float)
+    ident = np.full((gaps.size, 2), 0.8)
+    return xr.Dataset({"val_accuracy": (("init", "seed", "epoch"),
+                                        np.stack([ident, ident + gaps[:, None]]))},
+                      coords={"init": ["identity", "gaussian"], "seed": np.arange(gaps.size),
+                              "epoch": [1, 2]}, attrs={"dataset": dataset})
+
+
+def test_fig2_phrases_say_whether_the_claim_holds():
+    better = fig2.summary(_paired([0.02, 0.03, 0.01, 0.02, 0.04, 0.03, 0.02, 0.01, 0.03, 0.02]))
+    worse = fig2.summary(_paired(-np.array([0.02, 0.03, 0.01, 0.02, 0.04, 0.03, 0.02, 0.01,
+                                            0.03, 0.02]), "digits-small"))
+    level = fig2.summary(_paired([0.02, -0.03, 0.01, -0.02, 0.04, -0.03, 0.02, -0.01, 0.0,
+                                  0.01], "digits-small"))
+    mixed = fig2.summary(_paired([0.03] * 7 + [-0.001] * 3))
+    assert fig2.phrases(better, better)["claim"] == "reproduced"
+    assert fig2.phrases(better, level)["claim"] == "partly reproduced"
+    words = fig2.phrases(mixed, worse)
+    assert words["claim"] == "not reproduced"
+    assert words["verdict_text"].startswith("**not reproduced**: over 10 seed pairs")
+    assert "(7 pairs favour the random values, 3 the constant ones)" in words["verdict_text"]
+    assert "on the 200-image digits task, where the constant values train better." in \
+        words["verdict_text"]
+    single = fig2.summary(_paired([0.05]))
+    assert fig2.phrases(single, better)["claim"] == "not tested"
+    assert fig2.stats_table(single) == "One seed pair: no paired statistics."
+    table = fig2.stats_table(mixed, worse)
+    assert table.splitlines()[0] == "| | the 8 x 8 digits | the 200-image digits task |"
+    assert "| pairs: random ahead / behind / level | 7 / 3 / 0 | 0 / 10 / 0 |" in table
+
+
+def test_fig2_points_are_never_minus_zero_or_nan():
+    tiny = fig2.summary(_paired([-1e-5] * 10 + [1e-5] * 9))
+    text = fig2.phrases(tiny)["verdict_text"] + fig2.stats_table(tiny)
+    assert "-0.0" not in text and "\u22120.0" not in text and "nan" not in text.lower()
+    assert fig2._points(float("nan")) == "–" and fig2._points(-0.0004) == "+0.0"
 
 
 def test_fig2_flop_model_counts_the_paper_network():

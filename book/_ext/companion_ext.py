@@ -12,7 +12,9 @@ the library, so the build never pays for numba).  It adds
 * a check, after the HTML is written, that no page loads a script, a style sheet,
   an image or a font from another host; the build fails if one does;
 * the removal of sphinx-thebe's scripts (Jupyter Book always loads it; thebe is off
-  here) and of scripts that a page would otherwise include twice.
+  here) and of scripts that a page would otherwise include twice;
+* figures that open full size on a click: after the HTML is written, every image of the
+  book that no link holds yet is wrapped in a link to its own file.
 """
 
 from __future__ import annotations
@@ -151,7 +153,34 @@ mjx-container[display="true"] {
   overflow-x: auto;
   overflow-y: hidden;
 }
+a.companion-zoom img { cursor: zoom-in; }
+/* Glued words read as the sentence around them, not in bold. */
+span.pasted-text { font-weight: normal; }
 """
+
+#: An image with what stands before it (an opening link, if any).
+_IMAGE = re.compile(r'(<a\b[^>]*>\s*)?(<img\b[^>]*?\bsrc="([^"]*_images/[^"]+)"[^>]*>)')
+
+
+def zoomable(html: str) -> str:
+    """``html`` with every image of ``_images/`` that no link holds wrapped in a link to
+    itself, so that a click opens the figure at full size."""
+    def wrap(match):
+        if match.group(1):
+            return match.group(0)
+        return f'<a class="companion-zoom" href="{match.group(3)}">{match.group(2)}</a>'
+
+    return _IMAGE.sub(wrap, html)
+
+
+def _zoom_figures(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    for page in Path(app.outdir).rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        zoomed = zoomable(html)
+        if zoomed != html:
+            page.write_text(zoomed, encoding="utf-8")
 
 
 def _write_css(app, exception):
@@ -171,6 +200,7 @@ def setup(app):
     app.connect("doctree-resolved", _restore_figure_ids)
     app.connect("html-page-context", _prune_scripts, priority=900)
     app.connect("build-finished", _check_offline)
+    app.connect("build-finished", _zoom_figures)
     # A new version of this file invalidates Sphinx's saved environment, so that every
     # page is written again with it.
     import hashlib

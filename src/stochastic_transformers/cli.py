@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         # Every knob is checked before anything is written or computed (and the listing
         # shows only what a run would accept).
         figures.get(args.fig_id).knobs(args.scale, overrides)
-    except ValueError as err:
+    except (ValueError, ModuleNotFoundError) as err:
         return _fail(str(err))
     if args.knobs:
         from .figures.knobs import format_knob

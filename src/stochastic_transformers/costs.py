@@ -14,9 +14,8 @@ and the load average of its run (:func:`stochastic_transformers.io.provenance`):
   provenance.
 
 :func:`result_costs` and :func:`read_benchmarks` read them; :func:`summary` gathers the
-numbers the book's cost page quotes, and :func:`markdown_table` lays out its tables.
-:func:`page_phrases` and the ``*_table`` functions are the page's sentences and tables, so
-that the page itself only reads the files and displays what they return.
+numbers the book's cost page quotes; :func:`page_phrases` and :func:`page_tables` are its
+sentences and tables (one compact table per kind, with the provenance beside it).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -33,11 +33,11 @@ from pathlib import Path
 from .io import load_average, provenance, write_json
 
 __all__ = ["BenchmarkRun", "machine_of", "commit_date", "result_cost", "result_costs",
-           "read_benchmarks", "benchmark_rows", "projected_costs", "markdown_table",
-           "results_table", "benchmark_table", "fig3_committed", "summary", "run_sentence",
-           "dn_sentence", "profile_sentence", "page_phrases", "results_markdown",
-           "projected_table", "simulator_tables", "fig6_table", "random_attention_table",
-           "profile_table", "reduction_table"]
+           "read_benchmarks", "projected_costs", "markdown_table", "results_table",
+           "provenance_table", "notes_markdown", "fig3_committed", "summary", "run_sentence",
+           "dn_sentence", "profile_sentence", "page_phrases", "page_tables", "projected_table",
+           "simulator_table", "fig6_table", "random_attention_table", "profile_table",
+           "reduction_table"]
 
 #: The committed results, and the benchmark records under them.
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -240,11 +240,6 @@ def read_benchmarks(folder=BENCHMARKS_DIR) -> dict[str, dict]:
     return out
 
 
-def benchmark_rows(record: dict, table: str) -> list[dict]:
-    """The rows of one table of a benchmark record."""
-    return list(record["tables"][table])
-
-
 def projected_costs(done) -> dict[str, float]:
     """``{figure: projected seconds of simulation}`` at the paper scale of every registered
     figure with a ``cost`` function and no committed paper-scale result (``done``: the
@@ -286,13 +281,13 @@ def markdown_table(columns: list[tuple[str, str]], rows: list[dict], formats=Non
 
 
 def _seconds_text(seconds: float) -> str:
-    return "—" if not math.isfinite(seconds) else f"{seconds:,.0f} s"
+    if not math.isfinite(seconds):
+        return "—"
+    return "< 1 s" if seconds < 0.5 else f"{seconds:,.0f} s"
 
 
 def _parts_text(parts: dict[str, float]) -> str:
-    """``1,146 s + 55 s (check)``: the main part first, each other part named."""
-    if len(parts) <= 1:
-        return _seconds_text(sum(parts.values())) if parts else "—"
+    """``1,146 s + 55 s (check) = 1,201 s``: the main part first, each other part named."""
     main = [_seconds_text(parts["main"])] if "main" in parts else []
     rest = [f"{_seconds_text(v)} ({k})" for k, v in parts.items() if k != "main"]
     return " + ".join(main + rest) + f" = {_seconds_text(sum(parts.values()))}"
@@ -310,31 +305,49 @@ def _machine_text(row: dict) -> str:
 def _cells_text(row: dict) -> str:
     n, cached = row["n_cells"], row["n_cells_cached"]
     if not math.isfinite(n):
-        return ""
-    if not math.isfinite(cached):
-        return f"{n:,.0f} cells (how many were cached is not recorded)"
-    if cached > 0:
-        return f"{n - cached:,.0f} of {n:,.0f} cells computed, {cached:,.0f} cached"
-    return f"{n:,.0f} cells"
+        return "—"
+    if math.isfinite(cached) and cached > 0:
+        return f"{n - cached:,.0f} of {n:,.0f}"
+    return f"{n:,.0f}"
 
 
 def results_table(rows: list[dict]) -> str:
-    """The Markdown table of :func:`result_costs`: result, settings, run (date, commit and
-    the commit's date), cells, wall time, cell time (each with its parts) and machine."""
-    shown = [{"result": f"`{r['result']}`", "settings": r["settings"],
-              "run": f"{r['created']} ({r['commit']}, {r['commit_date']})",
-              "cells": _cells_text(r), "wall": _parts_text(r["wall_parts"]),
-              "cell": _parts_text(r["cell_parts"]), "machine": _machine_text(r)}
-             for r in rows]
+    """The compact table of :func:`result_costs`: result, cells computed (of all, where some
+    were read from the cache), wall time and cell time (each summed over its parts) and the
+    date of the run; a missing value is a dash."""
+    shown = [{"result": f"`{r['result']}`", "cells": _cells_text(r),
+              "wall": _seconds_text(r["wall_time_s"]), "cell": _seconds_text(r["cell_time_s"]),
+              "date": r["created"]} for r in rows]
+    return markdown_table([("result", "result"), ("cells", "cells computed"),
+                           ("wall", "wall time"), ("cell", "cell time"), ("date", "run on")],
+                          shown)
+
+
+def provenance_table(rows: list[dict]) -> str:
+    """Where each committed result comes from: its settings, the commit of its code (with the
+    commit's date) and the machine with its 1-minute load at the start and end."""
     return markdown_table([("result", "result"), ("settings", "settings"),
-                           ("run", "run: date (commit, its date)"), ("cells", "cells"),
-                           ("wall", "wall time"), ("cell", "cell time"),
-                           ("machine", "machine (1-minute load at start → end)")], shown)
+                           ("commit", "commit (its date)"), ("machine", "machine, load")],
+                          [{"result": f"`{r['result']}`", "settings": r["settings"],
+                            "commit": f"{r['commit']} ({r['commit_date']})",
+                            "machine": _machine_text(r)} for r in rows])
 
 
-def benchmark_table(record: dict, table: str, columns, formats=None) -> str:
-    """One table of a benchmark record as Markdown (see :func:`markdown_table`)."""
-    return markdown_table(columns, benchmark_rows(record, table), formats)
+def _clean_note(text: str) -> str:
+    """A file's note as the page prints it: an unknown value reads "unknown" (not NaN), a
+    commit its seven characters, and a note's earlier note follows a semicolon."""
+    text = re.sub(r"\bNaN\b(\s*\(unknown\))?", "unknown", text)
+    text = re.sub(r"\b([0-9a-f]{7})[0-9a-f]{33}\[:7\]", r"\1", text)
+    return text.replace(" | ", "; ")
+
+
+def notes_markdown(rows: list[dict]) -> str:
+    """The times by part of the results that ran several sweeps, then the notes the files
+    carry (on their times, on corrections of their attributes), as a Markdown list."""
+    parts = [f"- `{r['result']}`: {what} time {_parts_text(r[what + '_parts'])}" for r in rows
+             for what in ("wall", "cell") if len(r[what + "_parts"]) > 1]
+    notes = [f"- `{r['result']}`: {_clean_note(t)}" for r in rows for t in r["notes"].values()]
+    return "\n".join(parts + notes) if parts or notes else "No file carries a note."
 
 
 # ----------------------------------------------------------------------------- summary
@@ -363,62 +376,33 @@ def _longest(rows: list[dict]) -> dict:
 
 
 def _results_summary(rows: list[dict]) -> dict:
-    """Counts and totals of the committed results; ``paper``: the same for the paper-scale
-    ones (``*_paper``) alone."""
+    """Counts and totals of the committed results (``paper``: of the ``*_paper`` ones alone)
+    and ``by_result``: each one's ``wall_min``."""
     paper = [r for r in rows if r["result"].endswith("_paper")]
-    return {"n": len(rows), "n_paper": len(paper),
-            "n_with_machine": sum(r["cpu"] != UNKNOWN for r in rows),
+    return {"n": len(rows), "n_with_machine": sum(r["cpu"] != UNKNOWN for r in rows),
             **_longest(rows), "paper": _longest(paper),
-            "first_created": min((r["created"] for r in rows), default=UNKNOWN),
-            "last_created": max((r["created"] for r in rows), default=UNKNOWN),
-            "by_result": {r["result"]: {"wall_min": r["wall_time_s"] / 60,
-                                        "cell_h": r["cell_time_s"] / 3600,
-                                        "created": r["created"], "commit": r["commit"]}
-                          for r in rows}}
-
-
-def _by_method(rows: list[dict]) -> dict:
-    """``{method: {t1|tall: {rate_M, speedup}}}`` of a simulator table (torch rows as
-    ``torch_float32``/``torch_float64`` under ``tall``)."""
-    out: dict = {}
-    for row in rows:
-        name = row["method"].replace("torch reference, ", "torch_").replace(" ", "_")
-        key = "t1" if row["threads"] == 1 and row["engine"] == "library" else "tall"
-        if row["engine"] == "numpy":
-            key = "t1"
-        out.setdefault(name, {})[key] = {"rate_M": row["rate"] / 1e6, "speedup": row["speedup"],
-                                         "threads": row["threads"]}
-    return out
+            "by_result": {r["result"]: {"wall_min": r["wall_time_s"] / 60} for r in rows}}
 
 
 def _simulator_summary(record: dict) -> dict:
+    """``run``; ``tables.N3_d4`` and ``tables.N8_d4``: ``literal_over_torch32`` (the literal
+    kernel on all cores over the torch float32 loop) and ``dn_over_literal`` (the d·N path
+    over the literal one on one thread, the comparison a loaded machine disturbs least) with
+    ``dn_slower``; ``fig6`` and ``fig3``: the record's results for those workloads."""
     out = {"run": _record_summary(record), "tables": {}}
-    for key, rows in record["tables"].items():
-        if key.startswith("N"):
-            methods = _by_method(rows)
-            lib = [r for r in rows if r["engine"] == "library"]
-            best = max(lib, key=lambda r: r["speedup"]) if lib else None
-            out["tables"][key] = {**methods, "best_speedup": best["speedup"] if best else math.nan,
-                                  "best_method": best["method"] if best else "none"}
     for key in ("N3_d4", "N8_d4"):
-        t = out["tables"].get(key, {})
-        if "literal" in t and "torch_float32" in t:
-            t["literal_over_torch32"] = t["literal"]["tall"]["rate_M"] / t["torch_float32"]["tall"]["rate_M"]
-        if "literal" in t and "gaussian_dn" in t:
-            # on one thread: the comparison a loaded machine disturbs least
-            t["dn_over_literal"] = t["gaussian_dn"]["t1"]["rate_M"] / t["literal"]["t1"]["rate_M"]
+        rate = {(r["method"], r["threads"] == 1): r["rate"] / 1e6     # millions a second
+                for r in record["tables"].get(key, [])}
+        t = out["tables"][key] = {}
+        if ("literal", False) in rate and ("torch reference, float32", False) in rate:
+            t["literal_over_torch32"] = (rate[("literal", False)]
+                                         / rate[("torch reference, float32", False)])
+        if ("literal", True) in rate and ("gaussian_dn", True) in rate:
+            t["dn_over_literal"] = rate[("gaussian_dn", True)] / rate[("literal", True)]
             t["dn_slower"] = t["dn_over_literal"] < 1
-    if "fig6" in record["tables"]:
-        rows = record["tables"]["fig6"]
-        high = [r["ratio"] for r in rows if r["beta"] >= 4]
-        zero = [r["ratio"] for r in rows if r["beta"] == 0]
-        out["fig6"] = {**record["results"]["fig6"],
-                       "ratio_beta0": sum(zero) / len(zero) if zero else math.nan,
-                       "ratio_high_min": min(high, default=math.nan),
-                       "ratio_high_max": max(high, default=math.nan),
-                       "n_cells": len(rows)}
-    if "fig3_projection" in record["results"]:
-        out["fig3"] = dict(record["results"]["fig3_projection"])
+    for key, name in (("fig6", "fig6"), ("fig3", "fig3_projection")):
+        if name in record["results"]:
+            out[key] = dict(record["results"][name])
     return out
 
 
@@ -484,20 +468,13 @@ def fig3_committed(folder=RESULTS_DIR) -> dict:
 
 def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
     """Every number the cost page quotes: ``results`` (the committed results, see
-    :func:`result_costs`), ``projected`` (CPU-hours, :func:`projected_costs`),
-    ``without`` (the figures with neither a committed result nor a projection, as text),
-    ``fig3`` (:func:`fig3_committed`) and one entry per benchmark record present:
-    ``simulators``, ``random_attention``, ``profile`` and ``reduction``."""
-    from . import figures
-
+    :func:`result_costs`), ``projected`` (CPU-hours, :func:`projected_costs`), ``fig3``
+    (:func:`fig3_committed`) and one entry per benchmark record present: ``simulators``,
+    ``random_attention``, ``profile`` and ``reduction``."""
     rows = result_costs(results)
-    have = {r["figure"] for r in rows}
     done = {r["figure"] for r in rows if r["result"].endswith("_paper")}
-    projected = {k: v / 3600 for k, v in projected_costs(done).items()}
-    without = [f for f in figures.FIGURES if f not in have and f not in projected]
-    out = {"results": _results_summary(rows), "projected": projected,
-           "n_projected": len(projected), "without": ", ".join(without) or "none",
-           "fig3": fig3_committed(results)}
+    out = {"results": _results_summary(rows), "fig3": fig3_committed(results),
+           "projected": {k: v / 3600 for k, v in projected_costs(done).items()}}
     records = read_benchmarks(benchmarks)
     for name, key, fn in (("bench_simulators", "simulators", _simulator_summary),
                           ("bench_random_attention", "random_attention",
@@ -574,19 +551,14 @@ def page_phrases(stats: dict) -> dict[str, str]:
 
 
 def _times(value: float) -> str:
-    """A ratio as the tables print it: ``12.3x``."""
-    return f"{value:.1f}x"
+    """A ratio as the tables print it: ``12.3×``; a dash when missing."""
+    return f"{value:.1f}×" if math.isfinite(value) else "—"
 
 
-def results_markdown(rows: list[dict]) -> list[str]:
-    """What the page shows of the committed results (:func:`result_costs`), one Markdown
-    text per output: :func:`results_table` and, when a file carries notes (on its times,
-    on a correction of its attributes), the list of them."""
-    notes = [f"- `{r['result']}`: {text}" for r in rows for text in r["notes"].values()]
-    out = [results_table(rows)]
-    if notes:
-        out.append("Notes the files carry:\n\n" + "\n".join(notes))
-    return out
+def _signed(value: float) -> str:
+    """One decimal with its sign; zero reads ``0.0``, never ``-0.0``."""
+    text = f"{value:+.1f}"
+    return "0.0" if float(text) == 0 else text
 
 
 def projected_table(projected: dict[str, float]) -> str:
@@ -599,29 +571,36 @@ def projected_table(projected: dict[str, float]) -> str:
         [{"figure": k, "hours": v} for k, v in projected.items()], {"hours": ".1f"})
 
 
-def simulator_tables(record: dict) -> list[str]:
-    """One Markdown table per ``N<n>_d<d>`` table of the simulator benchmark's record, each
-    under a bold title with its N, d and workload."""
+def simulator_table(record: dict) -> str:
+    """The simulator benchmark in one table under its workload: a row per method and thread
+    count, a column per ``N<n>_d<d>`` workload, each cell the rate in millions of
+    trajectory-layers a second with its ratio to the NumPy reference of that workload."""
+    keys = [k for k in record["tables"] if k.startswith("N")]
+    cells: dict = {}
+    for key in keys:
+        for r in record["tables"][key]:
+            name = (f"{r['method'].replace('torch reference, ', 'torch ')} ({r['threads']} "
+                    f"thread{'s' if r['threads'] > 1 else ''})")
+            cells.setdefault(name, {})[key] = f"{r['rate'] / 1e6:.1f} ({_times(r['speedup'])})"
     settings = record["settings"]
-    columns = [("method", "method"), ("threads", "threads"), ("rate", "trajectory-layers / s"),
-               ("speedup", "vs NumPy")]
-    formats = {"threads": "d", "rate": ",.0f", "speedup": _times}
-    out = []
-    for key, rows in record["tables"].items():
-        if not key.startswith("N"):
-            continue    # the figure workloads (fig6) have their own tables
-        n, d = key[1:].split("_d")
-        out.append(f"**N = {n}, d = {d}** ({settings['n_traj']:,} trajectories × "
-                   f"{settings['n_layers']} layers)\n\n" + markdown_table(columns, rows, formats))
-    return out
+    return (f"{settings['n_traj']:,} trajectories × {settings['n_layers']} layers a workload "
+            "(N tokens in dimension d); millions of trajectory-layers a second (× the NumPy "
+            "reference)\n\n"
+            + markdown_table([("method", "method")] + [(k, "N, d = {}, {}".format(
+                *k[1:].split("_d"))) for k in keys],
+                [{"method": m, **{k: v.get(k, "—") for k in keys}} for m, v in cells.items()]))
 
 
 def fig6_table(record: dict) -> str:
-    """The sampled Figure 6 cells of the simulator benchmark: full map against reduced path."""
-    return markdown_table(
-        [("n_tokens", "N"), ("beta", "β"), ("full_s", "full map (s)"),
-         ("reduced_s", "reduced path (s)"), ("ratio", "ratio")], record["tables"]["fig6"],
-        {"n_tokens": "d", "beta": "g", "full_s": ".2f", "reduced_s": ".2f", "ratio": _times})
+    """The sampled Figure 6 cells of the simulator benchmark: the full map's time over the
+    reduced path's, a row per β and a column per N."""
+    rows = record["tables"]["fig6"]
+    ns = sorted({r["n_tokens"] for r in rows})
+    ratio = {(r["beta"], r["n_tokens"]): r["ratio"] for r in rows}
+    return markdown_table([("beta", "β")] + [(n, f"N = {n}") for n in ns],
+                          [{"beta": b, **{n: ratio.get((b, n), math.nan) for n in ns}}
+                           for b in sorted({r["beta"] for r in rows})],
+                          {"beta": "g", **{n: _times for n in ns}})
 
 
 def random_attention_table(record: dict) -> str:
@@ -641,24 +620,41 @@ def profile_table(record: dict) -> str:
     """The parts of a layer (nanoseconds) of the layer profile, under its layer count."""
     counts = ("n_tokens", "d", "n_normals", "n_exp")
     times = ("whole_ns", "normals_ns", "attention_ns", "exp_ns", "qr_ns")
-    return (f"{record['settings']['n_layers']:,} layers a part\n\n" + markdown_table(
-        [("n_tokens", "N"), ("d", "d"), ("path", "path"), ("whole_ns", "whole layer"),
-         ("normals_ns", "normals"), ("n_normals", "of them"), ("attention_ns", "attention"),
-         ("exp_ns", "its exponentials"), ("n_exp", "of them"), ("qr_ns", "QR")],
-        record["tables"]["parts"],
-        {**{k: "d" for k in counts}, **{k: ",.0f" for k in times}}))
+    return (f"{record['settings']['n_layers']:,} layers a part; nanoseconds a layer\n\n"
+            + markdown_table(
+                [("n_tokens", "N"), ("d", "d"), ("path", "path"), ("whole_ns", "whole layer"),
+                 ("normals_ns", "normals"), ("n_normals", "of them"),
+                 ("attention_ns", "attention"), ("exp_ns", "its exponentials"),
+                 ("n_exp", "of them"), ("qr_ns", "QR")], record["tables"]["parts"],
+                {**{k: "d" for k in counts}, **{k: ",.0f" for k in times}}))
 
 
 def reduction_table(record: dict) -> str:
-    """The cases of the reduction check: merged fraction, changed classifications and the
-    antipodal fractions of both paths with their difference in standard errors."""
+    """The cases of the reduction check: merged fraction, classifications changed by the
+    merge (antipodal pair / clustered), the antipodal fractions of both paths and their
+    difference in standard errors."""
+    rows = [{**c, "changed": f"{c['antipodal_differs']:d} / {c['clustered_differs']:d}",
+             "p": f"{c['p_reduced']:.3f} / {c['p_literal']:.3f}"}
+            for c in record["tables"]["cases"]]
     return markdown_table(
         [("n_tokens", "N"), ("beta", "β"), ("attention", "attention"),
-         ("merged_fraction", "merged by T"),
-         ("antipodal_differs", "antipodal pair changed by the merge"),
-         ("clustered_differs", "clustered changed by the merge"),
-         ("p_reduced", "P(antipodal pair): reduced"), ("p_literal", "literal"),
-         ("z", "difference (SE)")],
-        record["tables"]["cases"],
-        {"n_tokens": "d", "beta": "g", "merged_fraction": ".0%", "antipodal_differs": "d",
-         "clustered_differs": "d", "p_reduced": ".3f", "p_literal": ".3f", "z": "+.1f"})
+         ("merged_fraction", "merged by T"), ("changed", "changed: pair / clustered"),
+         ("p", "P(pair): reduced / literal"), ("z", "difference (SE)")], rows,
+        {"n_tokens": "d", "beta": "g", "merged_fraction": ".0%", "z": _signed})
+
+
+def page_tables(rows: list[dict], records: dict, stats: dict) -> dict[str, str]:
+    """Every table of the cost page but the first (Markdown), keyed as the page glues them:
+    ``provenance`` and ``notes`` of the committed results (``rows``), ``projected`` (from
+    ``stats``, :func:`summary`), and one per benchmark record present: ``simulators``,
+    ``fig6``, ``random_attention``, ``profile`` and ``reduction``."""
+    out = {"provenance": provenance_table(rows), "notes": notes_markdown(rows),
+           "projected": projected_table(stats["projected"])}
+    for name, key, fn in (("bench_simulators", "simulators", simulator_table),
+                          ("bench_simulators", "fig6", fig6_table),
+                          ("bench_random_attention", "random_attention", random_attention_table),
+                          ("profile_layer", "profile", profile_table),
+                          ("check_reduction", "reduction", reduction_table)):
+        if name in records:
+            out[key] = fn(records[name])
+    return out

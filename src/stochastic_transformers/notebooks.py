@@ -210,14 +210,14 @@ def glue_values(prefix: str, values: dict, *, _glue=None) -> dict[str, object]:
     return glued
 
 
-def glue_page(prefix: str, stats: dict, *, source: str, elapsed: float, markdown=None,
-              _glue=None) -> dict[str, object]:
+def glue_page(prefix: str, stats: dict, *, source: str, elapsed: float | None = None,
+              markdown=None, _glue=None) -> dict[str, object]:
     """Glue everything a figure page quotes, in one call: the page's only hidden code.
 
     ``stats`` (the figure's ``summary()``) goes through :func:`glue_values`; ``source`` (the
     sentence :meth:`~.figures.spec.Figure.obtain` returns) is glued as ``PREFIX.source`` and
-    ``elapsed`` (seconds the page spent obtaining its dataset) as ``PREFIX.elapsed_text``
-    ("loaded, not recomputed" for a committed result); ``markdown`` maps keys to Markdown
+    ``elapsed`` (seconds the page spent obtaining its dataset, if the page says it) as
+    ``PREFIX.elapsed_text`` ("loaded, not recomputed" for a committed result); ``markdown`` maps keys to Markdown
     text (data-dependent phrases that a figure module builds from ``stats``), glued as
     ``{glue:md}`` values under ``PREFIX.KEY``.
     """
@@ -226,8 +226,10 @@ def glue_page(prefix: str, stats: dict, *, source: str, elapsed: float, markdown
     if _glue is None:
         from myst_nb import glue as _glue
     committed = source.startswith("the committed")
-    page = {"source": source,
-            "elapsed_text": Markdown("loaded, not recomputed" if committed
-                                     else f"computed in {elapsed:.0f} s here")}
+    page = {"source": source}
+    if elapsed is not None:
+        page["elapsed_text"] = Markdown(
+            "loaded, not recomputed" if committed else
+            f"computed in {elapsed:.0f} s here" if elapsed >= 1 else "computed in under 1 s here")
     page.update({key: Markdown(text) for key, text in (markdown or {}).items()})
     return {**glue_values(prefix, stats, _glue=_glue), **glue_values(prefix, page, _glue=_glue)}

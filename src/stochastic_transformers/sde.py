@@ -505,7 +505,7 @@ def antipodal_at(t, beta, d, *, tol=1e-3, attention="softmax", sigma=1.0, h=None
     :func:`uniform_overlap_density` (:func:`stochastic_transformers.kolmogorov.start_averages`,
     grid steps ``2 h`` and ``h``, ``h`` by default :math:`0.05/\max(1, \beta)`).  The scheme
     and its numbers are those of
-    :func:`stochastic_transformers.homogenized.antipodal_by` with ``model="stochastic"``
+    :func:`stochastic_transformers.random_attention.homogenized.antipodal_by` with ``model="stochastic"``
     (tested bit for bit); its error estimate is the largest change under the halving of the
     probability and of :math:`E[Z_0\,1\{Z_t \le -1 + \mathrm{tol}\}]`.
 

@@ -140,9 +140,14 @@ async () => {
     if (!img.complete) img.scrollIntoView();
     try { await img.decode(); } catch (e) { /* a broken image: naturalWidth stays 0 */ }
   }
-  return imgs.map(img => ({src: img.currentSrc || img.src, width: img.naturalWidth,
-                           alt: img.getAttribute('alt') || '',
-                           inArticle: !!img.closest('article')}));
+  return imgs.map(img => {
+    const link = img.closest('a');
+    return {src: img.currentSrc || img.src, width: img.naturalWidth,
+            shown: img.getBoundingClientRect().width,
+            alt: img.getAttribute('alt') || '',
+            inArticle: !!img.closest('article'), output: !!img.closest('.cell_output'),
+            opens: !!link && link.href === (img.currentSrc || img.src)};
+  });
 }
 """
 
@@ -168,7 +173,7 @@ _MATH = r"""
 _LAYOUT = r"""
 () => {
   // Display equations wider than their column, and the visible ways to search.
-  const wide = [];
+  const wide = [], scrolling = [];
   for (const eq of document.querySelectorAll('mjx-container[display="true"]')) {
     const column = eq.closest('article, main') || document.body;
     const right = column.getBoundingClientRect().right;
@@ -179,12 +184,16 @@ _LAYOUT = r"""
     const scrolls = ['auto', 'scroll'].includes(getComputedStyle(eq).overflowX);
     if (box.width > 0 && !scrolls && box.right > right + 1)
       wide.push(Math.round(box.right - right) + ' px: ' + eq.textContent.slice(0, 60));
+    // A formula wider than its container makes the reader scroll sideways to read it.
+    if (box.width > 0 && scrolls && eq.scrollWidth > eq.clientWidth + 1)
+      scrolling.push(Math.round(eq.scrollWidth - eq.clientWidth) + ' px: '
+                     + eq.textContent.slice(0, 60));
   }
   const visible = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)
                        && getComputedStyle(e).visibility !== 'hidden';
   const search = Array.from(document.querySelectorAll('.search-button, .search-button-field'))
                       .filter(visible).length;
-  return {wide: wide, search: search};
+  return {wide: wide, scrolling: scrolling, search: search};
 }
 """
 
@@ -271,6 +280,47 @@ def test_no_display_equation_runs_past_its_column(crawl):
     wide = {doc: rec["layout"]["wide"] for doc, rec in crawl["pages"].items()
             if rec["layout"]["wide"]}
     assert not wide, f"display equations past the column's right edge: {wide}"
+
+
+def test_no_display_equation_of_a_chapter_scrolls_sideways(crawl):
+    """A long formula is broken over lines where it stands (the API page, whose formulas
+    are the docstrings', may scroll)."""
+    scrolling = {doc: rec["layout"]["scrolling"] for doc, rec in crawl["pages"].items()
+                 if rec["layout"]["scrolling"] and doc != "book/api"}
+    assert not scrolling, f"display equations that scroll sideways: {scrolling}"
+
+
+def _largest_shrink() -> float:
+    """How much a figure may be shrunk on its page and keep its smallest text at 9 CSS px:
+    the style's smallest font, at the dpi of the notebooks' inline figures."""
+    from stochastic_transformers.style import use_style
+    import matplotlib as mpl
+    from matplotlib.font_manager import FontProperties
+
+    use_style()
+    sizes = [FontProperties(size=mpl.rcParams[key]).get_size_in_points() for key in (
+        "font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize", "ytick.labelsize",
+        "legend.fontsize")]
+    return min(sizes) * mpl.rcParams["figure.dpi"] / 72.0 / 9.0
+
+
+def test_figures_are_drawn_for_the_column_they_stand_in(crawl):
+    """A figure's PNG is shown at most as much narrower than it is drawn as keeps the style's
+    smallest text at 9 CSS px or more (at a 1280-px window)."""
+    limit = _largest_shrink()
+    shrunk = []
+    for doc, rec in crawl["pages"].items():
+        for img in rec["images"]:
+            if img["output"] and img["shown"] > 0 and img["width"] / img["shown"] > limit:
+                shrunk.append(f"{doc}: {img['src'].rsplit('/', 1)[-1]} drawn {img['width']} px, "
+                              f"shown {img['shown']:.0f} px")
+    assert not shrunk, f"figures shrunk past {limit:.2f}x:\n" + "\n".join(shrunk)
+
+
+def test_every_figure_opens_full_size_on_a_click(crawl):
+    closed = [f"{doc}: {img['src']}" for doc, rec in crawl["pages"].items()
+              for img in rec["images"] if img["output"] and not img["opens"]]
+    assert not closed, "figures without a link to their full size:\n" + "\n".join(closed)
 
 
 def test_every_page_shows_one_search_box(crawl):

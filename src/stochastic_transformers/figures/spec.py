@@ -278,5 +278,9 @@ def _committed_source(ds, path: str, what: str) -> str:
     """The sentence that names a committed result: its file, commit and wall time."""
     commit = str(ds.attrs.get("git_commit", "unknown"))[:7]
     wall = ds.attrs.get("wall_time_s")
-    cost = f", {float(wall):,.0f} s of wall time" if wall is not None else ""
+    if wall is None:
+        cost = ""
+    else:
+        cost = f", {float(wall):,.0f} s of wall time" if float(wall) >= 1 else \
+            ", under 1 s of wall time"
     return f"{what} ({path}, commit {commit}{cost})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..knobs import integer, real, reals
+from .prose import signed
 
 #: The refinement multiplies the number of layers by this factor.
 REFINE_FACTOR = 4
@@ -139,7 +140,7 @@ def gap_table(stats, head, slope, verdict=None) -> str:
     rows = [f"| {head} | " + " | ".join(f"d = {d}" for d in stats["d"]) + " | exponent in d |"
             + " verdict |" * extra, "|---" * (len(stats["d"]) + 2 + extra) + "|"]
     rows += [f"| {b:g} | " + " | ".join(f"{g:.3f}" for g in stats["max_abs_gap"][b])
-             + f" | {stats[slope][b]:+.2f} |" + (f" {verdict(b)} |" if verdict else "")
+             + f" | {signed(stats[slope][b])} |" + (f" {verdict(b)} |" if verdict else "")
              for b in stats["b"]]
     return "\n".join(rows)
 

@@ -1,27 +1,18 @@
 r"""The map of limits of the non-centred random-attention model (the follow-up's Figure 1), measured.
 
 Weights with a mean give the chain a drift, the mean attention field, on the clock
-:math:`t = \eta\ell`, while their fluctuations add a common noise of variance
-:math:`\alpha = \eta\sigma^2/H` per unit time (:mod:`stochastic_transformers.limits`).  With
-:math:`\eta = L^{-\gamma}` and the noise scaled so that :math:`t_L\alpha = L^{\nu}`
-(:math:`t_L = \eta L`, so :math:`\sigma^2 = L^{\nu - 1 + 2\gamma}`), the follow-up's corollaries
-put the limit at ODE I, ODE II, the SDE or noise domination
-(:func:`~stochastic_transformers.limits.expected_limit`: our reading of their map).
-
-The model is the turning group (:func:`~stochastic_transformers.limits.turning_group`: four
-tokens in d = 3 that gather while they turn about the third axis); the turning makes the
-:math:`O(\eta)` corrections accumulate along the orbit, which is what separates ODE I from
-ODE II, and the observable :math:`\varphi` (:func:`~stochastic_transformers.limits.phase`)
-sees that phase.  The weak distance of a candidate is
-:math:`\sup_t |E\varphi(X^\eta_t) - E\varphi(Y_t)|` over the recorded times of
-:math:`[0, t_L]` (the follow-up's Theorem 1 bounds this sup), with the standard error at the
-maximising time.
-
-A candidate *fits* a cell when its distance at the deepest L is within :data:`Z_FIT`
-standard errors of 0 or falls with L (the slope of log distance against log L below
--:data:`SLOPE_MIN` by :data:`Z_SLOPE` standard errors); the cell's label is the first fitting
-one of ODE I, ODE II (our form), SDE.  The follow-up's printed ODE II,
-:math:`b - \frac\eta2\nabla_b b`, is measured beside ours.
+:math:`t = \eta\ell`, and their fluctuations a common noise of :math:`\alpha = \eta\sigma^2/H`
+per unit time (:mod:`stochastic_transformers.random_attention.limits`).  With :math:`\eta = L^{-\gamma}` and
+:math:`t_L\alpha = L^{\nu}` (so :math:`\sigma^2 = L^{\nu - 1 + 2\gamma}`) the follow-up's
+corollaries put the limit at ODE I, ODE II, the SDE or noise domination
+(:func:`~stochastic_transformers.random_attention.limits.expected_limit`: our reading of their map).  The model
+is the turning group (:func:`~stochastic_transformers.random_attention.limits.turning_group`), whose turning
+accumulates the :math:`O(\eta)` corrections that separate ODE I from ODE II; the observable
+:math:`\varphi` (:func:`~stochastic_transformers.random_attention.limits.phase`) sees that phase.  A
+candidate's weak distance is :math:`\sup_t |E\varphi(X^\eta_t) - E\varphi(Y_t)|` over the
+recorded times of :math:`[0, t_L]`, with the standard error at the maximising time; a cell's
+label is the first candidate that fits (:data:`Z_FIT`, :data:`Z_SLOPE`).  The follow-up's
+printed ODE II, :math:`b - \frac\eta2\nabla_b b`, is measured beside ours.
 """
 
 from __future__ import annotations
@@ -32,12 +23,13 @@ import numpy as np
 
 from ... import simulate
 from ...config import RunConfig
-from ...limits import (expected_limit, ode_path, phase, sde_paths, turning_group,
+from ...random_attention.limits import (expected_limit, ode_path, phase, sde_paths, turning_group,
                        upper_hemisphere_tokens)
 from ...stats import log_log_slope
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
+from .prose import signed
 
 #: The candidates, in the order a label is chosen (the simplest first).
 CANDIDATES = ("ode1", "ode2", "sde")
@@ -53,9 +45,8 @@ SCALES = {
     "paper": dict(_BASE, Ls=(64, 256, 1024), n_traj=2000),
 }
 
-#: A candidate fits when its distance at the deepest L is within this many standard errors.
-#: The distance is a sup over the 16 recorded times, compared with the s.e. at the maximising
-#: time: 3.8 is the Sidak level of a two-sided 3-sigma test (p = 0.0027) for 16 looks.
+#: A candidate fits when its distance (a sup over 16 recorded times) at the deepest L is within
+#: this many s.e.: the Sidak level of a two-sided 3-sigma test (p = 0.0027) for 16 looks.
 Z_FIT = 3.8
 #: ... or when the slope of its log distance against log L is below -SLOPE_MIN by this many
 #: s.e. (a distance that falls slower than L^-0.1 is not read as tending to 0: near the
@@ -63,9 +54,8 @@ Z_FIT = 3.8
 Z_SLOPE = 2.0
 SLOPE_MIN = 0.1
 
-#: Seconds per trajectory-layer of the chain, the SDE's substeps and the ODEs riding along
-#: (four tokens, d = 3), measured on the committed paper run (1,513 s of cell time; the
-#: numpy SDE scheme dominates).
+#: Seconds per trajectory-layer (the SDE's substeps and the ODEs riding along), measured on the
+#: committed paper run (1,513 s of cell time; the numpy SDE scheme dominates).
 SECONDS_PER_WORK = 2.82e-5
 
 
@@ -187,37 +177,21 @@ def _cells(ds):
     return rows
 
 
-def _printed_vs_ours(ds, cells):
-    """Over the cells where ODE II (ours) fits and nu < 0: their number, the largest distance
-    of each form at the deepest L, how many the printed form fits, and whether ODE I fits
-    every one of those."""
+def summary(ds) -> dict:
+    """The measured map against the follow-up's (``cells``: :func:`_cells`; ``disagree``: the
+    rows whose label is not the expected one), the diffusive cell farthest from the SDE in
+    standard errors, and ``printed_vs_ours``: over the cells with nu < 0 where ODE II (ours)
+    fits, the largest distance of each form at the deepest L and where the printed one fits."""
+    cells = _cells(ds)
+    definite = [r for r in cells if r["expected"] != "noise"]
+    worst = max((r for r in cells if r["expected"] == "sde"),
+                key=lambda r: r["dist_sde"] / r["dist_sde_se"], default=None)
+
     def fits(candidate, row):
         return bool(ds[f"fits_{candidate}"].sel(gamma=row["gamma"], nu=row["nu"]))
 
     drift = [r for r in cells if r["nu"] < 0 and fits("ode2", r)]
     printed = [r for r in drift if fits("ode2_printed", r)]
-    return {"n_cells": len(drift),
-            "printed_fits_where_ode1_fits": all(fits("ode1", r) for r in printed),
-            "max_dist_ours": max((r["dist_ode2"] for r in drift), default=float("nan")),
-            "max_dist_printed": max((r["dist_ode2_printed"] for r in drift),
-                                    default=float("nan")),
-            "n_printed_fits": len(printed)}
-
-
-def summary(ds) -> dict:
-    """The measured map against the follow-up's, and the two forms of ODE II.
-
-    ``cells``: one row per cell (:func:`_cells`); ``agree``: cells whose measured label is the
-    expected one (a noise-dominated cell, expected ``noise``, agrees when nothing simpler
-    than the SDE fits it: ``sde`` or ``none``); ``disagree``: the other rows.
-    ``diffusive_worst``: the diffusive cell (nu = 0) whose SDE distance is the most standard
-    errors.  ``printed_vs_ours``: :func:`_printed_vs_ours`.
-    """
-    cells = _cells(ds)
-    disagree = [r for r in cells if not r["agree"]]
-    definite = [r for r in cells if r["expected"] != "noise"]
-    diffusive = [r for r in cells if r["expected"] == "sde"]
-    worst = max(diffusive, key=lambda r: r["dist_sde"] / r["dist_sde_se"], default=None)
     return {"n_cells": len(cells), "n_agree": sum(r["agree"] for r in cells),
             "n_definite": len(definite), "n_definite_agree": sum(r["agree"] for r in definite),
             "n_noise": len(cells) - len(definite),
@@ -226,58 +200,84 @@ def summary(ds) -> dict:
             "diffusive_worst": None if worst is None else dict(
                 gamma=worst["gamma"], z=worst["dist_sde"] / worst["dist_sde_se"],
                 slope=worst["slope_sde"], label=worst["label"]),
-            "all_agree": not disagree, "disagree": disagree, "cells": cells,
-            "printed_vs_ours": _printed_vs_ours(ds, cells), "L_max": int(ds.L.max()),
-            "L_min": int(ds.L.min()), "n_traj": int(ds.n_traj.max()), "z_fit": Z_FIT,
-            "z_slope": Z_SLOPE, "slope_min": SLOPE_MIN}
+            "disagree": [r for r in cells if not r["agree"]], "cells": cells,
+            "printed_vs_ours": {
+                "n_cells": len(drift), "n_printed_fits": len(printed),
+                "printed_fits_where_ode1_fits": all(fits("ode1", r) for r in printed),
+                "max_dist_ours": max((r["dist_ode2"] for r in drift), default=float("nan")),
+                "max_dist_printed": max((r["dist_ode2_printed"] for r in drift),
+                                        default=float("nan"))},
+            "L_max": int(ds.L.max()), "L_min": int(ds.L.min()), "n_traj": int(ds.n_traj.max()),
+            "z_fit": Z_FIT, "z_slope": Z_SLOPE, "slope_min": SLOPE_MIN}
 
 
 def phrases(stats) -> dict:
-    """The page's words from :func:`summary`: ``disagree_text``, the cells where the measured
-    label is not the expected one; ``ode2_reading``, the step exponents at the quietest noise
-    where ODE II's distance falls faster than L^-SLOPE_MIN or grows; ``printed_fit_text``,
-    where the printed ODE II fits."""
+    """The page's Markdown from :func:`summary`: ``verdict`` (does the measured map match the
+    follow-up's, and in which form of ODE II), ``reading`` (the step exponents at the quietest
+    noise where the ODEs' distances fall faster than L^-SLOPE_MIN, and where ODE II's grows)."""
+    n, agree, pv = stats["n_cells"], stats["n_agree"], stats["printed_vs_ours"]
+    word = "Reproduced" if agree == n else "Partly reproduced" if agree else "Not reproduced"
+    nd, nda = stats["n_definite"], stats["n_definite_agree"]
+    nn, nns = stats["n_noise"], stats["n_noise_sde"]
+    fit = (f"fit: within {stats['z_fit']:g} s.e. at the deepest $L$, or a distance that falls "
+           f"faster than $L^{{-{stats['slope_min']:g}}}$")
+    verdict = (f"**{word}**: the measured limit is the predicted one in "
+               + (f"all the cells with a definite prediction ({nda} of {nd}; {fit})" if nda == nd
+                  else f"{nda} of the {nd} cells with a definite prediction ({fit})"))
+    if nn:
+        verdict += ("; in the noise-dominated cells the SDE fits" if nns == nn else
+                    f"; in {nns} of the {nn} noise-dominated cells the SDE fits")
+        verdict += ", which this run cannot tell apart from noise domination"
+    verdict += "".join(f"; at $\\gamma$ = {r['gamma']:g}, $\\nu$ = {r['nu']:g} we measure "
+                       f"{LABELS[r['label']]}, not {LABELS[r['expected']]}"
+                       for r in stats["disagree"]) + "."
+    if pv["n_cells"] and pv["n_printed_fits"] < pv["n_cells"]:
+        verdict += (f" ODE II holds in our corrected form only: the follow-up's printed form "
+                    f"fits {pv['n_printed_fits']} of the {pv['n_cells']} cells where ours does"
+                    + (", each a cell where ODE I fits as well." if
+                       pv["printed_fits_where_ode1_fits"] else "."))
     quiet = min(r["nu"] for r in stats["cells"])
-    slopes = {r["gamma"]: r["slope_ode2"] for r in stats["cells"] if r["nu"] == quiet}
-    falling = [g for g, s in slopes.items() if s < -SLOPE_MIN]
-    rising = [g for g, s in slopes.items() if s > 0]
-    reading = (f"ODE II's falls for gamma from {min(falling):g} up" if falling
-               else "ODE II's falls for no gamma")
-    if rising:
-        reading += f" and grows at gamma = {', '.join(f'{g:g}' for g in rising)}"
-    disagree = "; ".join(f"gamma = {r['gamma']:g}, nu = {r['nu']:g}: measured "
-                         f"{LABELS[r['label']]}, expected {LABELS[r['expected']]}"
-                         for r in stats["disagree"])
-    printed = ("all cells where ODE I fits too, so that every O(eta) correction vanishes"
-               if stats["printed_vs_ours"]["printed_fits_where_ode1_fits"]
-               else "some where ODE I does not fit")
-    return {"disagree_text": disagree or "none", "ode2_reading": reading,
-            "printed_fit_text": printed}
+
+    def at(c, test):
+        gs = [f"{r['gamma']:g}" for r in stats["cells"]
+              if r["nu"] == quiet and test(r[f"slope_{c}"])]
+        return f"at $\\gamma$ = {', '.join(gs)}" if gs else "at no $\\gamma$"
+
+    reading = (f"ODE I's distance falls {at('ode1', lambda s: s < -SLOPE_MIN)}, ODE II's "
+               f"{at('ode2', lambda s: s < -SLOPE_MIN)}; ODE II's grows {at('ode2', lambda s: s > 0)}")
+    return {"verdict": verdict, "reading": reading}
 
 
-def worst_reading(stats) -> str:
-    """The page's sentence (Markdown) on the diffusive cell farthest from the SDE."""
-    w = stats["diffusive_worst"]
-    if w is None:
-        return ""
-    call = f"The closest call among the diffusive cells is $\\gamma$ = {w['gamma']:g}"
-    distance = f"the SDE's distance at the deepest $L$ is {w['z']:.1f} standard errors"
-    if w["gamma"] >= 1 / 3:
-        return f"{call}: {distance}."
-    return (f"{call}, below the follow-up's $1/3$: {distance} (the fit allows "
-            f"{stats['z_fit']:g}) and its slope in $L$ is {w['slope']:+.2f}, so it does not fall "
-            "with depth, as the second-order terms, of total size "
-            "$\\eta^2 t_L = L^{1-3\\gamma}$, would predict there (our reading).")
+def markdown_table(head, rows, caption=""):
+    """A Markdown table under an optional caption line (``head``: column titles; ``rows``:
+    lists of cell texts), as an IPython Markdown object for a page's output."""
+    from IPython.display import Markdown
+
+    lines = [caption, ""] if caption else []
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return Markdown("\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows]))
+
+
+def table(stats):
+    """Every cell: measured and expected label, and per candidate the distance at the deepest
+    L with the slope of log distance in log L (a Markdown table)."""
+    forms = ("ode1", "ode2", "ode2_printed", "sde")
+    rows = [[f"{r['gamma']:g}", f"{r['nu']:g}", LABELS[r["label"]] + (
+        "" if r["label"] == r["expected"] else f" / {LABELS[r['expected']]}")]
+            + [f"{r[f'dist_{c}']:.3f} ({signed(r[f'slope_{c}'])})" for c in forms]
+            for r in stats["cells"]]
+    return markdown_table(("$\\gamma$", "$\\nu$", "measured / expected", "ODE I", "ODE II",
+                           "ODE II printed", "SDE"), rows,
+                          f"Distance at $L$ = {stats['L_max']} (slope in $\\log L$):")
 
 
 _COLOURS = {"ode1": "#4c78a8", "ode2": "#72b7b2", "sde": "#f58518", "none": "#bab0ac"}
 
 
 def _draw_map(ax, ds):
-    """Each (gamma, nu) cell at equal spacing, coloured by its label, over the follow-up's
-    boundaries (placed by interpolating between the columns)."""
+    """Each (gamma, nu) cell at equal spacing, coloured and named by its label, over the
+    follow-up's boundaries (placed by interpolating between the columns)."""
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
     from matplotlib.transforms import blended_transform_factory
 
     gammas, nus = ds.gamma.values, ds.nu.values
@@ -308,11 +308,8 @@ def _draw_map(ax, ds):
            yticks=np.arange(nus.size), yticklabels=[f"{n:g}" for n in nus],
            xlabel=r"step exponent $\gamma$  ($\eta = L^{-\gamma}$)",
            ylabel=r"noise exponent $\nu$  ($t_L\alpha = L^{\nu}$)",
-           title=f"measured limit, L = {int(ds.L.min())} to {int(ds.L.max())}\n"
-                 r"(dotted: $\gamma$ = 1/3 and 1/2; dashed: $t_L\alpha = \Theta(1)$)")
-    ax.legend(handles=[Patch(color=_COLOURS[c], label=LABELS[c]) for c in _COLOURS],
-              loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
-              title="first fitting candidate")
+           title="(a) first candidate that fits\n"
+                 r"dotted: $\gamma$ = 1/3 and 1/2; dashed: $t_L\alpha = \Theta(1)$")
 
 
 def _draw_distances(ax, ds):
@@ -333,9 +330,8 @@ def _draw_distances(ax, ds):
         ax.plot([], [], marker=mk, ls=ls, color="0.3", mfc="white" if c == "ode2" else "0.3",
                 label=name)
     ax.set(xscale="log", yscale="log", xlabel="layers L",
-           ylabel=r"weak distance $\sup_t|E\varphi(X^\eta_t) - \varphi(Y_t)|$",
-           title=fr"the drift's limits at $\nu$ = {nu0:g} ({int(ds.n_traj.max()):,} "
-                 "trajectories; bars 2 s.e.)")
+           ylabel=r"$\sup_t|E\varphi(X^\eta_t) - \varphi(Y_t)|$",
+           title=fr"(b) distance to the ODEs at $\nu$ = {nu0:g} (bars 2 s.e.)")
     ax.legend(ncol=2, loc="lower left")
 
 
@@ -343,7 +339,7 @@ def plot(ds):
     """(a) the measured map over the follow-up's boundaries; (b) distances against depth."""
     import matplotlib.pyplot as plt
 
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.6), height_ratios=(1, 1.1))
     _draw_map(ax, ds)
     _draw_distances(axb, ds)
     return laid_out(fig)

@@ -10,7 +10,7 @@ of :math:`m` on the noise clock :math:`\tau` is
 variation of its martingale part is :math:`O(1)` per unit of :math:`\tau`, so on
 :math:`t = d\tau` the mean of :math:`m` follows the logistic law up to :math:`O(1/d)` and
 each trajectory up to fluctuations of order :math:`d^{-1/2}`
-(:mod:`stochastic_transformers.homogenized`).  For the main paper's parametrisation
+(:mod:`stochastic_transformers.random_attention.homogenized`).  For the main paper's parametrisation
 (:math:`\eta = L^{-1/2}`, H = 1, :math:`\sigma = 1`), :math:`\tau = T`: the figure runs to
 :math:`T = t_{\max}/d`.
 
@@ -19,7 +19,7 @@ statistic is the mean of :math:`m(t) - u(t; m(0))` over trajectories, in standar
 and its largest size over t, against d.  At :math:`\beta = 0` it shrinks like 1/d.  At a fixed
 :math:`b > 0` the attention moments do not depend on d, so the mean overlap tends to the
 b-dependent simplex law instead, and the gap to the logistic curve levels off at a floor of
-order :math:`b^4` (the chapter "Random keys, queries and heads" derives it); the logistic law
+order :math:`b^4` (book/random_attention.md derives it); the logistic law
 is the limit :math:`b \to 0`.
 """
 
@@ -32,14 +32,14 @@ import numpy as np
 
 from ... import simulate
 from ...config import ModelConfig, RunConfig
-from ...homogenized import logistic, logistic_floor
+from ...random_attention.homogenized import logistic, logistic_floor
 from ..base import cell_threads, laid_out
 from ..knobs import all_of, integers
 from ..spec import Figure
 from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_table, label_gap_axes,
                     measured_work, on_schedule, plot_refinement, refinement_summary, schedule,
                     with_refinement, work)
-from .prose import listed
+from .prose import listed, signed
 
 _BASE = dict(n_tokens=8, bs=(0.0, 0.5, 1.0), t_max=6.0, n_layers=300, n_times=31, seed=0)
 SCALES = {
@@ -89,7 +89,7 @@ def run(knobs, sweeps):
 
 @functools.lru_cache(maxsize=16)
 def floor(b, n_tokens, t_max):
-    """``(floor, standard error)``: :func:`stochastic_transformers.homogenized.logistic_floor`
+    """``(floor, standard error)``: :func:`stochastic_transformers.random_attention.homogenized.logistic_floor`
     with :data:`FLOOR_SAMPLES` samples and seed 0 (cached: it takes about a second)."""
     return logistic_floor(b, n_tokens, t_max, n_samples=FLOOR_SAMPLES, seed=0)
 
@@ -115,13 +115,12 @@ def summary(ds) -> dict:
            "n_traj": int(ds.n_traj.max()), "n_tokens": int(ds.attrs["fixed_n_tokens"])}
     per_b = {float(b): _per_b(ds.sel(b=b)) for b in ds.b.values}
     for key in ("max_abs_gap", "slope", "rate_verdict", "d_times_gap", "max_z_at_large_d",
-                "gap_at_large_d", "d_times_gap_first", "d_times_gap_last", "rise",
-                "spread_slope"):
+                "d_times_gap_first", "d_times_gap_last", "rise", "spread_slope"):
         out[key] = {b: v[key] for b, v in per_b.items()}
     b_lo, b_hi = out["b"][0], out["b"][-1]
     out.update(d_min=out["d"][0], d_max=out["d"][-1], b_min=b_lo, b_max=b_hi,
                below_logistic=all(v["below"] for v in per_b.values()))
-    for key in ("slope", "spread_slope", "gap_at_large_d"):
+    for key in ("slope", "spread_slope"):
         out[f"{key}_min"], out[f"{key}_max"] = min(out[key].values()), max(out[key].values())
     out.update(min_z_at_large_d=min(out["max_z_at_large_d"].values()),
                gap_grows_with_b=bool(np.all(np.array(out["max_abs_gap"][b_hi])
@@ -144,7 +143,6 @@ def _per_b(sub) -> dict:
             "d_times_gap_first": d_gap[0], "d_times_gap_last": d_gap[-1],
             "rise": d_gap[-1] - d_gap[0],
             "max_z_at_large_d": float(np.abs(sub.z_gap.isel(d=-1)).max()),
-            "gap_at_large_d": float(g[-1]),
             "spread_slope": decay_exponent(sub.d.values, (sub.m_q90 - sub.m_q10).max("t").values),
             "below": bool(np.all(gap[np.arange(gap.shape[0]), at] < 0))}
 
@@ -185,42 +183,40 @@ def _floor_and_step(ds, out) -> dict:
     return out
 
 
-def words(stats) -> dict:
-    """The page's plain words and numbers: the rate and its tolerance, the floors in units of
-    1e-3 and 1e-4, the lists of numbers and the verdicts' wording."""
-    most = stats["floor_explains_most"].get(1.0, False)
-    return {"rate": RATE, "rate_tol": RATE_TOL,
-            "floor_e3": {b: 1e3 * v for b, v in stats["floor"].items()},
-            "floor_e4": {b: 1e4 * v for b, v in stats["floor"].items()},
-            "bs_text": listed(stats["b"], "g"),
-            "slopes_text": listed(stats["slope"].values(), "+.2f"),
-            "gaps_at_large_d_text": listed(stats["gap_at_large_d"].values(), ".3f"),
-            "z_at_large_d_text": listed(stats["max_z_at_large_d"].values(), ".0f"),
-            "rate_reading": ("falls roughly like 1/d" if all(stats["rate_verdict"].values())
-                             else "does not fall like 1/d at every b"),
-            "floor_share_reading": ("most of the extra rise of" if most else
-                                    "less than half of the extra rise of"),
-            "step_share_text": "most of" if stats["step"]["explains_most"] else "part of"}
-
-
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent phrases (Markdown): below the logistic curve or not, what b
-    does to the gap, how much of the rise the floor and the step explain."""
-    step_start = "If that part is the same at every $d$, as the step is, it accounts for "
-    return {
-        "lag_reading": ("lags the logistic curve badly" if stats["below_logistic"] else
-                        "departs from the logistic curve (not always below it)"),
-        "b_reading": (("adds to the gap at every $d$" if stats["gap_grows_with_b"] else
-                       "does **not** add to the gap at every $d$")
-                      + (" and slows its fall a little" if stats["slows_fall_with_b"] else
-                         ", and does not slow its fall")),
-        "floor_reading": ("Most of the extra rise" if stats["floor_explains_most"].get(1.0, False)
-                          else "Less than half of the extra rise"),
-        "step_reading": step_start + (
-            "most of the rise of $d$ times the gap at this $\\beta\\sqrt d$, and with it removed "
-            "$d$ times the gap is about flat, a cleaner confirmation of the $1/d$ rate than the "
-            "fitted exponent" if stats["step"]["explains_most"] else
-            "less than half of the rise of $d$ times the gap at this $\\beta\\sqrt d$")}
+    """The page's words (Markdown): the verdict (does the distance to the logistic law fall
+    like 1/d, and on which side of the law is the mean?), the band's rate and the step's
+    share of the gap."""
+    held = list(stats["rate_verdict"].values())
+    word = ("Reproduced" if all(held) else "Partly reproduced" if any(held)
+            else "Not reproduced")
+    rate = ("falls roughly like $1/d$" if all(held) else
+            "falls like $1/d$ only for some $\\beta\\sqrt d$" if any(held) else
+            "does not fall like $1/d$")
+    z = stats["min_z_at_large_d"]
+    side = (f"the mean lags behind the curve at every $d$, by {z:.0f} standard errors or more "
+            f"at $d$ = {stats['d_max']}" + (": a bias of order $1/d$, not noise" if z > 4 else "")
+            if stats["below_logistic"] else "the mean is not always on the same side of the curve")
+    spread = sorted(stats["spread_slope"].values())
+    ref, step = stats["refine"], stats["step"]
+    return {"verdict": (
+        f"**{word}:** as $d$ grows from {stats['d_min']} to {stats['d_max']} the largest "
+        f"distance between the mean overlap and the logistic curve {rate} (fitted exponents "
+        f"{listed([signed(v) for v in stats['slope'].values()], 's')} for $\\beta\\sqrt d$ = "
+        f"{listed(stats['b'], 'g')}); {side}."),
+        "band": f"{signed(spread[0])} to {signed(spread[-1])}",
+        "step": (
+            f"Rerun at $d$ = {ref['d']}, $\\beta\\sqrt d$ = {ref['b']:g}, with "
+            f"{ref['n_layers'][0]} and {ref['n_layers'][1]} layers, the largest distance is "
+            f"{ref['max_abs_gap'][0]:.4f} and {ref['max_abs_gap'][1]:.4f}; extrapolated to "
+            f"infinite depth (first order in the step) it is {ref['extrapolated_gap']:.4f}, so "
+            f"the step makes {max(ref['discretisation_share'], 0.0):.0%} of it. If the "
+            f"step adds the same {step['gap']:.4f} at every $d$ (our reading: it is "
+            "$t_{\\max}/n_{\\rm layers}$ on the clock $t$ whatever $d$), it changes $d$ times "
+            f"the distance by {signed(step['rise'])} over the range of $d$, against a measured "
+            f"change of {signed(step['measured_rise'])}; without it $d$ times the "
+            f"distance is {step['corrected_first']:.2f} at $d$ = {stats['d_min']} and "
+            f"{step['corrected_last']:.2f} at $d$ = {ref['d']}.")}
 
 
 def table(stats) -> str:
@@ -230,12 +226,13 @@ def table(stats) -> str:
 
 
 def plot(ds):
-    """(left) m(t) at b = 0 for each d: mean, 10-90% band, logistic; (right) the deviation vs d."""
+    """(top) m(t) at the first b for each d: mean, 10-90% band, logistic; (bottom) the
+    largest distance to the logistic law against d, with the depth refinement."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
-    fig, (ax, axr) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, axr) = plt.subplots(2, 1, figsize=(7.0, 7.4))
     colours = palette(ds.sizes["d"])
     b0 = ds.b.values[0]
     for colour, d in zip(colours, ds.d.values):
@@ -246,8 +243,8 @@ def plot(ds):
     ax.plot([], [], color="0.3", lw=1, label="logistic $u(t)$ from each $m(0)$")
     ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"mean overlap $m(t)$",
            title=f"N = {ds.attrs['fixed_n_tokens']}, $\\beta\\sqrt{{d}}$ = {b0:g} "
-                 "(band: 10-90% of trajectories)")
-    ax.legend(loc="lower right")
+                 "(bands: 10-90% of trajectories)")
+    ax.legend(loc="lower right", ncol=2)
     for colour, b in zip(palette(ds.sizes["b"]), ds.b.values):
         axr.plot(ds.d, ds.max_abs_gap.sel(b=b), "o-", color=colour,
                  label=fr"$\beta\sqrt{{d}}$ = {b:g}")

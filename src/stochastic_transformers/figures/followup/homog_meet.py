@@ -6,13 +6,13 @@ every layer.  At the same :math:`(N, d, \beta)` (and :math:`\sigma_{qk} = 1`, H 
 :math:`\eta = L^{-1/2}`, so both run on the clock :math:`\tau = T`), this figure measures
 :math:`P(1 + R_T < \text{tol})` for both models and draws, for both, the limit at :math:`T`
 (backward Kolmogorov equation of the two-token diffusion) and at :math:`T = \infty`
-(scale function), all from :mod:`stochastic_transformers.homogenized` (the random-A
+(scale function), all from :mod:`stochastic_transformers.random_attention.homogenized` (the random-A
 coefficients are our derivation; with a fixed A the same code gives the main paper's
 closed form, tested).
 
 What the theory predicts (ours, not in either paper): with random keys and queries the
 antipodal end attracts iff :math:`\frac{d-3}{2} - 2(d-1)E[q^2] + (d-3)\lambda < 0`
-(:func:`stochastic_transformers.homogenized.antipodal_attracting`), which holds at every
+(:func:`stochastic_transformers.random_attention.homogenized.antipodal_attracting`), which holds at every
 :math:`\beta > 0` in d = 3 and at no :math:`\beta` of the grid in d = 4: the fluctuation of
 which token wins, :math:`\lambda`, grows with :math:`\beta` and pushes antipodal pairs apart.
 """
@@ -27,13 +27,13 @@ import xarray as xr
 from ... import simulate
 from ...classification import outcome_counts
 from ...config import configs_from_flat
-from ...homogenized import antipodal_attracting, antipodal_by, antipodal_limit
+from ...random_attention.homogenized import antipodal_attracting, antipodal_by, antipodal_limit
 from ...stats import agreement_z
 from ...theory import critical_beta
 from ..base import add_outcome_fractions, cell_threads, laid_out
 from ..knobs import all_of, integers, reals, whole_layers
 from ..spec import Figure
-from .prose import listed
+from .prose import signed
 
 MODEL_NAMES = ("stochastic", "random_attention")
 _BETAS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -58,7 +58,7 @@ SECONDS_PER_WORK = 2.05e-7
 def antipodal_criterion(d):
     """The limit drift of atanh R at R = -1 with random keys, at each of
     :data:`CRITERION_BETAS` (negative: antipodal pairs form with positive probability;
-    :func:`stochastic_transformers.homogenized.antipodal_attracting`)."""
+    :func:`stochastic_transformers.random_attention.homogenized.antipodal_attracting`)."""
     return tuple(antipodal_attracting(beta, int(d)) for beta in CRITERION_BETAS)
 
 
@@ -193,9 +193,8 @@ def summary(ds) -> dict:
 
 def _refinement(ds, main_L) -> dict:
     """The refinement's entries of :func:`summary`: its cell (``refine_d``, ``refine_beta``),
-    depths, z and |z| at each (first and last also by name), fractions and limit; the main
-    grid's |z| of both models at its (d, beta) (``random_z_at_refine``,
-    ``fixed_z_at_refine``); its own |z| at the main grid's depth ``main_L``
+    depths, z at each (|z| of the first and last by name), fractions and limit; the main
+    grid's |z| of the random keys at its (d, beta) (``random_z_at_refine``); its own |z| at the main grid's depth ``main_L``
     (``refine_abs_z_at_main_L``, an independent replicate; ``refine_has_main_L``); and
     ``discretisation_explains``: the deviation shrinks with depth and the deepest run agrees."""
     zr = ds.refine_z.values
@@ -204,58 +203,61 @@ def _refinement(ds, main_L) -> dict:
     same = [i for i, v in enumerate(Ls) if v == main_L]
     z = ds.z_score.sel(d=d_ref, beta=beta_ref)
     return {"refine_d": d_ref, "refine_beta": beta_ref, "refine_Ls": Ls,
-            "refine_z": [float(v) for v in zr], "refine_abs_z": [float(abs(v)) for v in zr],
+            "refine_z": [float(v) for v in zr],
             "refine_first_L": Ls[0], "refine_last_L": Ls[-1],
             "refine_first_abs_z": float(abs(zr[0])), "refine_last_abs_z": float(abs(zr[-1])),
             "refine_p": [float(v) for v in (ds.refine_n_antipodal / ds.refine_n_traj).values],
             "refine_p_theory": float(ds.attrs["refine_p_theory"]),
             "random_z_at_refine": float(abs(z.sel(model="random_attention"))),
-            "fixed_z_at_refine": float(abs(z.sel(model="stochastic"))),
             "refine_has_main_L": bool(same),
             "refine_abs_z_at_main_L": float(abs(zr[same[0]])) if same else float("nan"),
             "discretisation_explains": bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))}
 
 
-def words(stats) -> dict:
-    """The page's plain words: ``z_max`` and the refinement's depths and |z| as lists."""
-    return {"z_max": Z_MAX, "refine_Ls_text": listed(stats["refine_Ls"], "d"),
-            "refine_abs_z_text": listed(stats["refine_abs_z"], ".1f")}
-
-
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent phrases (Markdown): the refinement, the random-key verdict,
-    the limit in d = 4 and the shape in d = 3."""
-    explains, peak = stats["discretisation_explains"], stats["random_attention_d3_peak_beta"]
-    return {
-        "refine_text": ", ".join(f"{100 * p:.1f}% at $L$ = {L} (z = {z:+.1f})" for L, p, z in
-                                 zip(stats["refine_Ls"], stats["refine_p"], stats["refine_z"])),
-        "random_reading": (f"(within our bound of {Z_MAX:g})." if stats["agree_random"] else
-                           f"(**beyond our bound of {Z_MAX:g}**, at the largest $\\beta$; see "
-                           "the refinement)."),
-        "refine_reading": (
-            "The gap shrinks with the step, consistent with the discretisation (the deepest "
-            f"refinement is still {stats['refine_last_abs_z']:.1f} standard errors off)."
-            if explains else "**The gap does not close with the step: unexplained.**"),
-        "replicate_text": (
-            "the refinement's own run at the same depth, an independent replicate, leaves "
-            f"{stats['refine_abs_z_at_main_L']:.1f}" if stats["refine_has_main_L"] else
-            "the refinement has no run at this depth"),
-        "closes_reading": "closes" if explains else "does **not** close",
-        "d4_reading": (
-            "exactly 0 for random keys at every $\\beta$ of the grid, while the fixed $A = I$ "
-            f"keeps up to {100 * stats['stochastic_d4_max_p_inf']:.0f}% of the pairs antipodal."
-            if stats.get("d4_random_inf_zero") and stats.get("d4_fixed_inf_positive") else
-            "not what the proposition says: check the run."),
-        "d3_shape": (
-            f"their share peaks near $\\beta \\approx$ {peak:g} and then falls"
-            if stats["random_attention_d3_falls_after_peak"] else
-            f"their share rises up to $\\beta$ = {peak:g} in this run, and its fall at larger "
-            "$\\beta$ is not resolved")}
+    """The page's verdict (Markdown): the fixed A = I on the main paper's limit, the random
+    keys on ours, no antipodal pairs in d = 4, and the depth refinement."""
+    d4 = bool(stats.get("d4_random_inf_zero") and stats.get("d4_fixed_inf_positive"))
+    random_ok = stats["agree_random"] or stats["discretisation_explains"]
+    word = ("Reproduced" if stats["agree_fixed"] and random_ok and d4 else
+            "Partly reproduced" if stats["agree_fixed"] or random_ok else "Not reproduced")
+    fixed = (f"with a fixed $A = I$ every point lies within {stats['fixed_max_abs_z']:.1f} "
+             "standard errors of the main paper's limit at $T$" if stats["agree_fixed"] else
+             f"with a fixed $A = I$ some points miss the main paper's limit (by up to "
+             f"{stats['fixed_max_abs_z']:.1f} standard errors)")
+    where = (f"$d$ = {stats['refine_d']}, $\\beta$ = {stats['refine_beta']:g}")
+    if stats["agree_random"]:
+        random = (f"with random keys every point lies within our bound of {Z_MAX:g} standard "
+                  "errors of our limit")
+    else:
+        random = (f"with random keys the points follow our limit except at {where}, "
+                  f"{stats['random_z_at_refine']:.1f} standard errors off at $L$ = "
+                  f"{stats['L']}, a gap that "
+                  + ("closes as the step is refined " if stats["discretisation_explains"] else
+                     "does **not** close as the step is refined ")
+                  + f"({stats['refine_last_abs_z']:.1f} at $L$ = {stats['refine_last_L']})")
+    end = ("; in $d = 4$ the random keys leave no antipodal pair at $T = \\infty$, where "
+           f"$A = I$ keeps up to {stats['stochastic_d4_max_p_inf']:.0%}" if d4 else
+           "; in $d = 4$ the limits at $T = \\infty$ are not what the proposition says")
+    return {"verdict": f"**{word}:** {fixed}; {random}{end}."}
+
+
+def table(stats) -> str:
+    """The depth refinement as a Markdown table: the fraction antipodal at each depth and
+    its distance to the limit in standard errors."""
+    Ls = stats["refine_Ls"]
+    return "\n".join([
+        "| layers per unit time | " + " | ".join(f"{L:,}" for L in Ls) + " |",
+        "|---" * (len(Ls) + 1) + "|",
+        "| fraction antipodal at $T$ | " + " | ".join(f"{p:.1%}" for p in stats["refine_p"])
+        + " |",
+        f"| against the limit, {stats['refine_p_theory']:.1%} (s.e.) | "
+        + " | ".join(signed(z, 1) for z in stats["refine_z"]) + " |"])
 
 
 def plot(ds):
-    """One panel per d: both models' fractions at T, their limits at T (solid) and at infinity
-    (dashed)."""
+    """Top: one panel per d, both models' fractions at T with their limits at T (solid) and
+    at infinity (dashed); bottom: the random-key chain's depth refinement, and the legend."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
@@ -263,11 +265,11 @@ def plot(ds):
     colours = dict(zip(MODEL_NAMES, palette(2)))
     labels = {"stochastic": "fixed A = I (main paper)",
               "random_attention": "random A = W W'$^T$ (follow-up)"}
-    n_d = ds.sizes["d"]
-    fig, axes = plt.subplots(1, n_d + 1, figsize=(4.6 * n_d + 3.4, 4.0), squeeze=False,
-                             gridspec_kw={"width_ratios": [1.0] * n_d + [0.7]})
-    T = float(ds.attrs["fixed_T"])
-    for ax, d in zip(axes[0][:n_d], ds.d.values):
+    n_d, T = ds.sizes["d"], float(ds.attrs["fixed_T"])
+    n_rows = (n_d + 2 + 1) // 2
+    fig, axes = plt.subplots(n_rows, 2, figsize=(7.6, 3.3 * n_rows), squeeze=False)
+    axes = axes.ravel()
+    for ax, d in zip(axes[:n_d], ds.d.values):
         for model in MODEL_NAMES:
             sub = ds.sel(model=model, d=d)
             p = sub.p_antipodal.values
@@ -277,21 +279,24 @@ def plot(ds):
             ax.plot(ds.beta_fine, sub.p_theory_T_fine, color=colours[model], lw=1.2)
             ax.plot(ds.beta_fine, sub.p_theory_inf_fine, color=colours[model], lw=1.0, ls="--")
         ax.set(xlabel=r"$\beta$", ylabel=r"$P(1 + R_T < \mathrm{tol})$", ylim=(-0.01, None),
-               title=f"two tokens, d = {int(d)} ({int(ds.n_traj.max()):,} pairs a point)")
-    ax = axes[0][n_d - 1]   # one legend, where the curves leave room (right, middle height)
-    ax.plot([], [], color="0.3", lw=1.2, label=f"limit at T = {T:g}")
-    ax.plot([], [], color="0.3", lw=1.0, ls="--", label=r"limit at $T = \infty$")
-    ax.legend(loc="center right")
-    ax = axes[0][-1]
+               title=f"two tokens, d = {int(d)}")
+    ax = axes[n_d]
     n = ds.refine_n_traj.values
     p = ds.refine_n_antipodal.values / n
     ax.errorbar(ds.refine_L, p, yerr=2 * np.sqrt(p * (1 - p) / n), fmt="o-", ms=4, capsize=2,
                 color=colours["random_attention"])
-    ax.axhline(float(ds.attrs["refine_p_theory"]), color="0.3", lw=1.2, label=f"limit at T = {T:g}")
+    ax.axhline(float(ds.attrs["refine_p_theory"]), color="0.3", lw=1.2)
     ax.set(xscale="log", xlabel="layers per unit time L", ylabel=r"$P(1 + R_T < \mathrm{tol})$",
-           title=f"random A, d = {ds.attrs['refine_d']}, $\\beta$ = {ds.attrs['refine_beta']:g}:\n"
-                 "depth refinement")
-    ax.legend(loc="lower right")
+           title=f"random A, d = {ds.attrs['refine_d']}, $\\beta$ = "
+                 f"{ds.attrs['refine_beta']:g}: finer steps")
+    key = axes[n_d + 1]
+    handles = axes[0].get_legend_handles_labels()[0]
+    handles += [plt.Line2D([], [], color="0.3", lw=1.2), plt.Line2D([], [], color="0.3", ls="--")]
+    key.legend(handles, [labels[m] for m in MODEL_NAMES]
+               + [f"limit at T = {T:g}", r"limit at $T = \infty$"], loc="center",
+               title=f"{int(ds.n_traj.max()):,} pairs a point; bars: 95%")
+    for ax in axes[n_d + 1:]:
+        ax.axis("off")
     return laid_out(fig)
 
 

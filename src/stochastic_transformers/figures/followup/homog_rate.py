@@ -1,25 +1,17 @@
 r"""The follow-up's Theorem 1 rate, measured: the weak error of the non-centred chain against the step.
 
-The model is the turning group of :mod:`.homog_limits`
-(:func:`stochastic_transformers.limits.turning_group`) at a fixed horizon :math:`t_L = \eta L`,
-with :math:`\eta = 2^{-k}` and the observable :math:`\varphi`
-(:func:`~stochastic_transformers.limits.phase`) at :math:`t_L`.  Two regimes of the
-follow-up's Theorem 1:
-
-*ODE II regime* (no noise, :math:`\sigma = 0`: the case :math:`\alpha = 0` of the bound
-:math:`Ce^{Ct_L}\eta(t_L+1)\max(\eta,\alpha)`).  The chain is deterministic, and its distance
-to ODE I, to ODE II in our form and to ODE II in the follow-up's printed form
-(:mod:`stochastic_transformers.limits`) is computed exactly.  The bound predicts order 2 for
-the modified equation; ODE I is first order.
-
-*Diffusive regime* (:math:`\alpha = \eta\sigma^2` fixed, so :math:`t_L\alpha` fixed).  The bound
-is :math:`O(\eta)` at fixed :math:`\alpha`.  The limit's :math:`E\varphi` has no closed form, so the
-order is read from the differences :math:`E\varphi(\eta) - E\varphi(\eta/2)` of independent runs,
-which are :math:`C\eta/2 + O(\eta^2)` when the error is :math:`C\eta + O(\eta^2)` (the fit's slope
-of log difference against log eta estimates the order, with a standard error from the
-runs').  The Richardson value :math:`2E\varphi(\eta/2) - E\varphi(\eta)` at the smallest steps is
-compared with the SDE of drift b (:func:`stochastic_transformers.limits.sde_paths` without the
-modified drift, at a fine step) as a check of the limit itself.
+The model is the turning group of :mod:`.homog_limits` at a fixed horizon
+:math:`t_L = \eta L`, with :math:`\eta = 2^{-k}` and the observable :math:`\varphi`
+(:func:`~stochastic_transformers.random_attention.limits.phase`) at :math:`t_L`, in two regimes of the bound
+:math:`Ce^{Ct_L}\eta(t_L+1)\max(\eta,\alpha)`.  Without noise (:math:`\alpha = 0`) the chain
+is deterministic and its distances to ODE I and to both forms of ODE II are exact; the bound
+gives order 2 to the modified equation.  In the diffusive regime (:math:`t_L\alpha` fixed)
+it gives order 1; the limit's :math:`E\varphi` has no closed form, so the order is read from
+the differences :math:`E\varphi(\eta) - E\varphi(\eta/2)` of independent runs, which are
+:math:`C\eta/2 + O(\eta^2)` when the error is :math:`C\eta + O(\eta^2)`.  The Richardson value
+:math:`2E\varphi(\eta/2) - E\varphi(\eta)` at the smallest steps is compared with the SDE of
+drift b (:func:`stochastic_transformers.random_attention.limits.sde_paths` at a fine step) as a check of the
+limit itself.
 """
 
 from __future__ import annotations
@@ -30,7 +22,7 @@ import numpy as np
 
 from ... import simulate
 from ...config import RunConfig
-from ...limits import ode_path, phase, sde_paths, turning_group, upper_hemisphere_tokens
+from ...random_attention.limits import ode_path, phase, sde_paths, turning_group, upper_hemisphere_tokens
 from ...stats import log_log_slope
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real
@@ -178,17 +170,34 @@ def summary(ds) -> dict:
             "limit": dict(richardson=rich, richardson_se=rich_se, sde=sde, sde_se=sde_se,
                           z=(rich - sde) / math.hypot(rich_se, sde_se),
                           sde_step=float(ds.attrs["sde_step"])),
-            "eta_min_ode": float(eta.min()), "eta_max": float(eta.max()),
+            "eta_min_ode": float(eta.min()),
             "eta_min_diffusive": float(2.0 ** -float(ds.k_pair.values.max() + 1)),
             "n_traj": int(ds.n_traj.max()), "t_final": float(ds.attrs["fixed_t_final"]),
             "noise_clock": float(ds.attrs["fixed_noise_clock"]), "order_z": ORDER_Z,
-            "order_tol": ORDER_TOL_DETERMINISTIC,
-            "all_hold": all(v["holds"] for v in orders.values())}
+            "order_tol": ORDER_TOL_DETERMINISTIC}
+
+
+_NAMES = {"ode1": "ODE I", "ode2": "ODE II (ours)", "ode2_printed": "ODE II (printed)",
+          "diffusive": "the diffusive chain"}
 
 
 def phrases(stats) -> dict:
-    """The page's words: ``verdict``, whether every fitted order agrees with its prediction."""
-    return {"verdict": "agrees with" if stats["all_hold"] else "does not all agree with"}
+    """The page's Markdown: ``verdict``, whether every fitted order lies within its tolerance
+    (``holds``) of the bound's (or of the one :data:`NOISE_FREE` predicts), naming the others."""
+    off = [_NAMES[c] for c, v in stats["orders"].items() if not v["holds"]]
+    o = stats["orders"]
+    if not off:
+        return {"verdict": (
+            "**Partly reproduced**: every fitted order lies within its tolerance of the predicted "
+            "one, but the follow-up states the improved rate $\\eta\\max(\\eta, \\alpha)$, order 2 "
+            "at $\\alpha = 0$, for its eq. 3.5, the printed ODE II with "
+            "$-\\frac\\eta2\\nabla_b b$, and there the measured order is "
+            f"{o['ode2_printed']['order']:.2f}: the measurement contradicts that rate, which fails "
+            "wherever $\\langle x, F\\rangle \\ne 0$ (our proposition). Order 2 is reached by our corrected form "
+            f"({o['ode2']['order']:.2f}); the order 1 predicted for the printed form is our "
+            "proposition's, not the bound's.")}
+    word = "Partly reproduced" if len(off) < len(stats["orders"]) else "Not reproduced"
+    return {"verdict": f"**{word}**: the fitted order of {', '.join(off)} is not the predicted one."}
 
 
 def plot(ds):
@@ -197,32 +206,27 @@ def plot(ds):
     from matplotlib.ticker import NullFormatter
 
     s = summary(ds)
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(8.0, 4.3))
     eta = ds.sel(regime="ode2").eta.values
-    for c, mk, name in (("ode1", "o", "ODE I"), ("ode2", "s", "ODE II (ours)"),
-                        ("ode2_printed", "x", "ODE II (printed)")):
-        ax.loglog(eta, np.abs(ds[f"err_{c}"].values), marker=mk, ls="-", lw=1,
-                  label=f"{name}: order {s['orders'][c]['order']:.2f}")
+    for c, mk in (("ode1", "o"), ("ode2", "s"), ("ode2_printed", "x")):
+        ax.loglog(eta, np.abs(ds[f"err_{c}"].values), marker=mk, ls="-", lw=1, ms=5,
+                  label=f"{_NAMES[c]}: order {s['orders'][c]['order']:.2f}")
     for p, c, ls in ((1, "err_ode1", ":"), (2, "err_ode2", "--")):
         # anchored at the smallest step, offset by a factor 3 to stay visible
         ref = 3.0 * np.abs(ds[c].values[-1]) * (eta / eta[-1]) ** p
         ax.loglog(eta, ref, color="0.5", ls=ls, lw=0.8, label=fr"$\propto\eta^{p}$")
     ax.set(xlabel=r"step $\eta$", ylabel=r"$|\varphi(X^\eta_{t_L}) - \varphi(Y_{t_L})|$",
-           title=f"noise-free chain, $t_L$ = {s['t_final']:g}")
+           title=f"(a) no noise, $t_L$ = {s['t_final']:g}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     etas_pair = 2.0 ** (-ds.k_pair.values.astype(float))
-    diffusive = s["orders"]["diffusive"]
     axb.errorbar(etas_pair, np.abs(ds.diff_pair.values), yerr=2 * ds.diff_pair_se.values,
-                 fmt="o", capsize=2, label=fr"$|E\varphi(\eta) - E\varphi(\eta/2)|$: order "
-                                          fr"{diffusive['order']:.2f} $\pm$ {diffusive['se']:.2f}")
+                 fmt="o", capsize=2, label=r"$|E\varphi(\eta) - E\varphi(\eta/2)|$")
     axb.plot(etas_pair, np.abs(ds.diff_pair.values[0]) * etas_pair / etas_pair[0], color="0.6",
              ls=":", lw=0.8, label=r"$\propto\eta$")
-    axb.set(xscale="log", yscale="log", xlabel=r"step $\eta$",
-            ylabel="difference of successive steps",
-            title=fr"diffusive, $t_L\alpha$ = {s['noise_clock']:g} "
-                  f"({s['n_traj']:,} runs a step; bars 2 s.e.)")
+    axb.set(xscale="log", yscale="log", xlabel=r"step $\eta$", ylabel="successive difference",
+            title=fr"(b) diffusive, $t_L\alpha$ = {s['noise_clock']:g} (bars 2 s.e.)")
     axb.xaxis.set_minor_formatter(NullFormatter())
-    for a in (ax, axb):
-        a.legend()
+    axb.legend(loc="upper left")
     return laid_out(fig)
 
 

@@ -13,7 +13,7 @@ long-time state, here one cluster).  More heads slow the clock by :math:`1/H`.
 
 The measured statistic is the mean squared displacement of the overlap,
 :math:`E[(R_1 - R_0)^2]` after the :math:`L` layers, against the exact limit
-:func:`stochastic_transformers.homogenized.overlap_moments` at the cell's :math:`\tau` (our
+:func:`stochastic_transformers.random_attention.homogenized.overlap_moments` at the cell's :math:`\tau` (our
 derivation of the limit; the follow-up states the regimes, not this curve).  The
 follow-up's Corollary 1 (the centred Gaussian case, Section 2.3.1) bounds the discrete
 chain's distance from the limit by :math:`C e^{C\tau}` times the step, so the agreement is
@@ -31,12 +31,13 @@ import xarray as xr
 
 from ... import simulate
 from ...config import ModelConfig, RunConfig
-from ...homogenized import overlap_moments
+from ...random_attention.homogenized import overlap_moments
 from ...random_attention import noise_clock
 from ...stats import log_log_slope, z_digest
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
+from .prose import signed
 
 _BASE = dict(d=4, beta=1.0, gammas=(0.25, 0.375, 0.5, 0.625, 0.75), heads=(1, 4), seed=0)
 SCALES = {
@@ -154,9 +155,7 @@ def summary(ds) -> dict:
 
     Agreement: ``scored_on_curve``, every scored cell within :data:`OFF_CURVE_Z` standard
     errors of the limit on both statistics; ``unscored_off_curve``, some unscored cell
-    beyond it on one of them (the larger steps' O(eta) distance is resolved).  The counts
-    ``n_unscored_msd_beyond_2`` (displacement) and ``n_unscored_beyond_2`` (either
-    statistic) are of the unscored cells more than 2 standard errors from the limit.
+    beyond it on one of them (the larger steps' O(eta) distance is resolved).
     """
     scored = (ds.eta <= ETA_SCORED).values
     z, zm = ds.z_msd.values[scored], ds.z_mean.values[scored]
@@ -168,13 +167,11 @@ def summary(ds) -> dict:
            "share_within_2se": z_digest(np.r_[z, zm])["share_within"],
            "max_abs_z_unscored": float(uz.max()) if uz.size else 0.0,
            "max_abs_z_mean_unscored": float(uzm.max()) if uzm.size else 0.0,
-           "n_unscored_msd_beyond_2": int(np.sum(uz > 2)),
-           "n_unscored_beyond_2": int(np.sum((uz > 2) | (uzm > 2))),
            "max_eta": float(ds.eta.max()),
            "theory_error": float(ds.theory_error.max()), "msd_limit": msd_limit,
-           "n_traj": int(ds.n_traj.values.max()), "n_gammas": int(ds.sizes["gamma"]),
+           "n_traj": int(ds.n_traj.values.max()),
            "gammas": [float(v) for v in ds.gamma.values],
-           "heads": [int(v) for v in ds.n_heads.values], "max_heads": int(ds.n_heads.max()),
+           "heads": [int(v) for v in ds.n_heads.values],
            "verdicts": {int(h): _verdicts(ds, int(h), msd_limit) for h in ds.n_heads.values}}
     out["scored_on_curve"] = bool(z.size and max(out["max_abs_z_msd"], out["max_abs_z_mean"])
                                   <= OFF_CURVE_Z)
@@ -238,76 +235,53 @@ def _misses(ds) -> dict:
     return out
 
 
-def words(stats) -> dict:
-    """The page's plain words: the thresholds, ``heads_text`` and the verdicts' wording."""
-    off, on = stats["unscored_off_curve"], stats["scored_on_curve"]
-    return {"eta_scored": ETA_SCORED, "verdict_z": VERDICT_Z, "off_curve_z": OFF_CURVE_Z,
-            "heads_text": " and ".join(str(h) for h in stats["heads"]),
-            "unscored_text": ("miss the curve" if off else
-                              "are not told apart from the curve at this resolution"),
-            "scored_text": "agree with" if on else "do not all agree with",
-            "closing_text": ("the cells with the coarsest steps miss it" if off and on else
-                             "at this resolution the steps' distance from the limit curve is "
-                             "not resolved")}
-
-
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent phrases (Markdown): the unscored cells on or off the curve,
-    and what orders the misses (:func:`_misses`)."""
-    off = stats["unscored_off_curve"]
-    return {"unscored_reading": (
-                "The cells with a larger step miss it by up to" if off else
-                "At this resolution the cells with a larger step are not told apart from it "
-                "either: their displacement is within"),
-            "collapse_reading": (
-                "the cells with a small step land on the one curve of $\\tau$, and the cells "
-                "with the coarsest steps miss it" if off else
-                "every cell lands on the one curve of $\\tau$ at this resolution"),
-            "shallow_reading": _shallow_reading(stats),
-            "increment_reading": _increment_reading(stats)}
+    """The page's verdict (Markdown): do the three regimes appear, and do the cells lie on
+    the limit curve of tau?"""
+    regimes, on, off = (stats["all_verdicts_hold"], stats["scored_on_curve"],
+                        stats["unscored_off_curve"])
+    word = ("Reproduced" if regimes and on else "Partly reproduced" if regimes or on
+            else "Not reproduced")
+    heads = " and ".join(str(h) for h in stats["heads"])
+    trend = (f"with {heads} heads the overlap moves less the deeper the network for "
+             "$\\gamma > 1/2$, as much at every depth for $\\gamma = 1/2$, and more, up to "
+             "its long-time value, for $\\gamma < 1/2$" if regimes else
+             "the trend with depth does not follow the three regimes for every $\\gamma$ "
+             "and $H$ (see the table)")
+    curve = (f"the {stats['n_scored']} cells with a small step lie on the limit curve of "
+             f"$\\tau$ (within {max(stats['max_abs_z_msd'], stats['max_abs_z_mean']):.1f} "
+             "standard errors)" if on else
+             "some cells with a small step miss the limit curve of $\\tau$")
+    worst = max(stats["max_abs_z_unscored"], stats["max_abs_z_mean_unscored"])
+    coarse = (f", and cells with few layers (a large clock step $\\tau/L$) miss it, by up to "
+              f"{worst:.0f} standard errors, "
+              "as the follow-up's error bound allows" if off else
+              ", and at this resolution the cells with coarser steps lie on it too")
+    return {"verdict": f"**{word}:** {trend}; {curve}{coarse}.", "misses": _misses_text(stats)}
 
 
-def _shallow_reading(stats) -> str:
-    sh, pair = stats["shallowest"], stats["same_eta"]
-    if sh["all_off"]:
-        text = (f"What orders these misses is not $\\eta$ alone. The displacement misses are the "
-                f"cells with the fewest layers: all {sh['n']} cells with $L$ = {sh['L']}")
-    else:
-        text = (f"The cells with the fewest layers, $L$ = {sh['L']}, do not all miss the "
-                f"displacement: the {sh['n']} of them")
-    text += (f" lie {-sh['rel_max']:.0%} to {-sh['rel_min']:.0%} below the limit "
-             f"({sh['min_abs_z']:.1f} to {sh['max_abs_z']:.1f} standard errors), whatever their "
-             f"step, and every deeper cell is within {stats['max_abs_z_msd_deeper']:.1f}.")
+def _misses_text(stats) -> str:
+    """What orders the misses of the limit curve (:func:`_misses`), in words."""
+    sh, pair, deep = stats["shallowest"], stats["same_eta"], stats["deeper_mean"]
+    text = (f"The {sh['n']} cells with the fewest layers ($L$ = {sh['L']}) are off the limit "
+            f"displacement by {signed(100 * sh['rel_min'], 0)}% to "
+            f"{signed(100 * sh['rel_max'], 0)}% ({sh['min_abs_z']:.1f} to "
+            f"{sh['max_abs_z']:.1f} standard errors), whatever their step; every deeper cell "
+            f"is within {stats['max_abs_z_msd_deeper']:.1f} standard errors.")
     if pair["found"]:
-        off, on = pair["off"], pair["on"]
-        text += (f" At the same step $\\eta$ = {pair['eta']:.2g} and the same clock, $L$ = "
-                 f"{off['L']} misses the displacement by {-off['rel']:.1%} ({off['z']:.1f} "
-                 f"standard errors) and $L$ = {on['L']} is within {abs(on['rel']):.1%} "
-                 f"({on['z']:.1f}).")
-    return text
-
-
-def _increment_reading(stats) -> str:
-    deep, inc = stats["deeper_mean"], f"{stats['inc_coarse']:g}"
-    increment = "per-layer clock increment $\\eta^2\\sigma^2/H = \\tau/L$"
-    if deep["coarse_all_off"]:
-        text = (f"Among the deeper cells, the mean overlap misses (by more than {OFF_CURVE_Z:g} "
-                f"standard errors) in every one of the {deep['n_coarse']} cells whose "
-                f"{increment} exceeds {inc}")
-    else:
-        text = (f"Among the deeper cells, a {increment} above {inc} does not by itself mean a "
-                f"miss of the mean overlap")
+        text += (f" At one step, $\\eta$ = {pair['eta']:.2g}, and one clock, $L$ = "
+                 f"{pair['off']['L']} is {signed(pair['off']['z'], 1)} standard errors off and "
+                 f"$L$ = {pair['on']['L']} {signed(pair['on']['z'], 1)}: the step alone does "
+                 "not order the misses.")
+    if deep["n_coarse"]:
+        text += (f" On the mean overlap, {'all' if deep['coarse_all_off'] else 'not all'} "
+                 f"{deep['n_coarse']} deeper cells whose per-layer clock increment $\\tau/L$ "
+                 f"exceeds {stats['inc_coarse']:g} miss by more than {OFF_CURVE_Z:g} standard "
+                 "errors.")
     n = deep["n_fine_off"]
-    if n:
-        text += (f", and in {n} finer cell{'s' if n > 1 else ''} with a long clock (up to "
-                 f"$\\tau$ = {deep['fine_off_max_tau']:.0f}, {deep['fine_off_max_abs_z']:.1f} "
-                 f"standard errors): the distance follows the per-layer increment and grows "
-                 f"with $\\tau$, as the follow-up's bound $C e^{{C\\tau}}$ times the step allows.")
-    else:
-        text += ": the distance follows the per-layer increment."
-    return (text + " The scoring cut on $\\eta$ is a safe cut, not what orders the misses: "
-            f"{stats['n_unscored_within_2']} of the {stats['n_unscored']} unscored cells are "
-            "within 2 standard errors on both statistics.")
+    return text + (f" So {'do' if n > 1 else 'does'} {n} finer cell{'s' * (n > 1)} with a long "
+                   f"clock (up to $\\tau$ = {deep['fine_off_max_tau']:g}), as the bound "
+                   "$Ce^{C\\tau}$ times the step allows." if n else "")
 
 
 def table(stats) -> str:
@@ -316,43 +290,44 @@ def table(stats) -> str:
              "noise_dominates": "noise dominates"}
     rows = ["| H | regime | $\\gamma$ | slope of log MSD in log L | verdict |",
             "|---|---|---|---|---|"]
-    rows += [f"| {h} | {names[key]} | {x['gamma']:g} | {x['slope']:+.3f} ± {x['slope_se']:.3f} "
-             f"| {'holds' if x['holds'] else '**fails**'} |"
+    rows += [f"| {h} | {names[key]} | {x['gamma']:g} | {signed(x['slope'], 3)} ± "
+             f"{x['slope_se']:.3f} | {'holds' if x['holds'] else '**fails**'} |"
              for h, v in stats["verdicts"].items() for key, x in v.items()]
     return "\n".join(rows)
 
 
 def plot(ds):
-    """(a) MSD against depth for each gamma and H, with the limit; (b) the collapse on tau."""
+    """(top) MSD against depth for each gamma and H, with the limit; (bottom) every cell
+    against its clock tau, on the one limit curve, with the regimes shaded."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
     colours = palette(ds.sizes["gamma"])
-    markers = {int(h): m for h, m in zip(ds.n_heads.values, ("o", "s", "^", "D"))}
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(11, 4.2))
+    heads = [int(h) for h in ds.n_heads.values]
+    markers = dict(zip(heads, ("o", "s", "^", "D")))
+    fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.0, 7.6))
     Lf = np.geomspace(float(ds.L.min()), float(ds.L.max()), 60)
     for colour, g in zip(colours, ds.gamma.values):
-        for h in ds.n_heads.values:
-            sub = ds.sel(gamma=g, n_heads=h)
-            filled = int(h) == int(ds.n_heads.values[0])
-            style = dict(yerr=2 * sub.msd_se, fmt=markers[int(h)], ms=4, color=colour,
+        for h in heads:
+            sub, filled = ds.sel(gamma=g, n_heads=h), h == heads[0]
+            style = dict(yerr=2 * sub.msd_se, fmt=markers[h], ms=4, color=colour,
                          mfc=colour if filled else "white", capsize=2, lw=0.8)
             ax.errorbar(sub.L, sub.msd, **style)
             axb.errorbar(sub.tau, sub.msd, **style)
-            tau_f = Lf ** (1 - 2 * g) / float(h)
+            tau_f = Lf ** (1 - 2 * g) / h
             ax.plot(Lf, np.interp(np.log(tau_f), np.log(ds.tau_fine.values),
                                   ds.msd_theory_fine.values), color=colour, lw=1,
                     ls="-" if filled else "--")
         ax.plot([], [], "o", color=colour, label=fr"$\gamma$ = {g:g}")
-    for h in ds.n_heads.values:
-        ax.plot([], [], markers[int(h)], color="0.4",
-                mfc="0.4" if int(h) == int(ds.n_heads.values[0]) else "white", label=f"H = {int(h)}")
-    ax.set(xscale="log", yscale="log", xlabel="layers L  (step $\\eta = L^{-\\gamma}$)",
+    for h in heads:
+        ax.plot([], [], markers[h], color="0.4", mfc="0.4" if h == heads[0] else "white",
+                label=f"H = {h}")
+    ax.set(xscale="log", yscale="log", xlabel=r"layers L (step $\eta = L^{-\gamma}$)",
            ylabel=r"$E[(R_L - R_0)^2]$",
-           title=f"two tokens, d = {ds.attrs['fixed_d']}, $\\beta$ = {ds.attrs['fixed_beta']:g} "
-                 f"(lines: limit at $\\tau = L^{{1-2\\gamma}}/H$)")
-    ax.legend(ncol=2, loc="lower left")
+           title=f"two tokens, d = {ds.attrs['fixed_d']}, $\\beta$ = {ds.attrs['fixed_beta']:g};"
+                 r" lines: the limit at $\tau = L^{1-2\gamma}/H$")
+    ax.legend(ncol=4, loc="lower left")
     axb.plot(ds.tau_fine, ds.msd_theory_fine, color="0.2", lw=1.4, label="limit SDE (ours)")
     axb.axhline(float(ds.attrs["msd_limit"]), color="0.5", ls=":", lw=1,
                 label="long-time value 1 + 1/d")
@@ -363,8 +338,8 @@ def plot(ds):
     axb.text(10, 0.3, "noise\ndominates", va="top")
     axb.set(xscale="log", yscale="log", xlabel=r"noise clock $\tau = L\eta^2/H$",
             ylabel=r"$E[(R_L - R_0)^2]$", ylim=(None, 2.0),
-            title=("the clock orders every cell; the coarsest steps miss the curve\n"
-                   f"({int(ds.n_traj.max()):,} pairs a cell; bars 2 s.e.)"))
+            title=f"every cell against its clock ({int(ds.n_traj.max()):,} pairs a cell; "
+                  "bars: 2 s.e.)")
     axb.legend(loc="lower right")
     return laid_out(fig)
 

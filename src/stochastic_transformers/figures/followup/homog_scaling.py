@@ -1,24 +1,16 @@
 r"""N, d and beta together: when the follow-up's scalings slow the collapse, and when they do not.
 
-The follow-up's table of data regimes ties the temperature to the dimension and the number of
-tokens: the hemisphere (high-temperature) regime :math:`\beta = O(d^{-1/2})`, where the mean
-overlap follows the logistic law :math:`\dot u = u(1-u)` on the clock :math:`t = d\tau` whatever
-the number of tokens (its Theorem 3), and the simplex regime :math:`\beta^2 n/d = O(1)`,
-:math:`\log n/d = o(1)`, where attention concentrates and the scalar dynamics slows (its
-Theorem 2).  This figure runs N tokens from the simplex Gram matrix
-(:math:`\gamma_0` = 0.1) in dimension d, one head, on the two scalings
-
-* ``hemisphere``: :math:`\beta = b/\sqrt d`,
-* ``simplex``: :math:`\beta = \sqrt{\kappa d/N}`,
-
-for N from 4 to 64, and measures the clock :math:`t_{1/2}` at which the mean off-diagonal
-overlap :math:`\gamma` reaches 1/2 (the collapse half-way), against the scalar dynamics of
-:func:`stochastic_transformers.homogenized.simplex_path` (ours) and the logistic law
-(:func:`stochastic_transformers.homogenized.logistic_half_time`).  The keys and queries have
-:math:`\sigma_{qk} = 1`, so the scores spread by about :math:`\beta\sqrt d`: about b on the
-hemisphere scaling, and :math:`d\sqrt{\kappa/N}` (64 down to 16 at d = 128) on the simplex
-scaling.  A clustering *mitigated* by the scaling shows as a :math:`t_{1/2}` that grows with
-N beyond the logistic law's.
+The follow-up's table of data regimes ties the temperature to d and N: on the hemisphere
+scaling :math:`\beta = O(d^{-1/2})` the mean overlap follows the logistic law on the clock
+:math:`t = d\tau` whatever N (its Theorem 3); on the simplex scaling
+:math:`\beta^2 N/d = O(1)` attention concentrates and the scalar dynamics slows (its Theorem
+2).  N tokens start from the simplex Gram matrix in dimension d, one head, on
+:math:`\beta = b/\sqrt d` (``hemisphere``) and :math:`\beta = \sqrt{\kappa d/N}` (``simplex``);
+the clock :math:`t_{1/2}` at which the mean off-diagonal overlap :math:`\gamma` reaches 1/2 is
+set against the scalar dynamics (:func:`stochastic_transformers.random_attention.homogenized.simplex_path`,
+ours) and the logistic law (:func:`~stochastic_transformers.random_attention.homogenized.logistic_half_time`).
+A collapse *mitigated* by a scaling shows as a :math:`t_{1/2}` that grows with N faster than
+the logistic law's.
 """
 
 from __future__ import annotations
@@ -30,12 +22,13 @@ import numpy as np
 
 from ... import simulate
 from ...config import ModelConfig, RunConfig
-from ...homogenized import logistic_half_time, simplex_path, simplex_tokens
+from ...random_attention.homogenized import logistic_half_time, simplex_path, simplex_tokens
 from ...stats import log_log_slope
 from ..base import cell_threads, laid_out
 from ..knobs import all_of, integer, integers, real
 from ..spec import Figure
 from .clock import on_schedule, schedule
+from .homog_limits import markdown_table
 
 SCALINGS = ("hemisphere", "simplex")
 _BASE = dict(b=1.0, kappa=1.0, gamma0=0.1, t_max=16.0, n_times=33, seed=0)
@@ -47,12 +40,10 @@ SCALES = {
     "paper": dict(_BASE, dims=(128, 256), Ns=(4, 8, 16, 32, 64), n_layers=640, n_traj=400,
                   theory_samples=3000),
 }
-#: The collapse is *mitigated* by a scaling when t_1/2 grows with N faster than the logistic
-#: law's (:func:`~stochastic_transformers.homogenized.logistic_half_time`, which itself rises
-#: with N through the diagonal's share 1/N of the mean overlap): the slope of
-#: log(t_1/2 / logistic t_1/2) against log N above 0 by GROWTH_Z standard errors (inflated by
-#: the fit's chi^2 per degree of freedom when above 1).  A ratio that stays flat, at whatever
-#: level (finite-temperature offsets), is not a slowing.
+#: A scaling *mitigates* the collapse when t_1/2 grows with N faster than the logistic law's
+#: (which rises with N through the diagonal's share 1/N of the mean overlap): the slope of
+#: log(t_1/2 / logistic t_1/2) in log N above 0 by GROWTH_Z s.e.  A flat ratio, at whatever
+#: level (a finite-temperature offset), is not a slowing.
 GROWTH_Z = 3.0
 #: Seconds per token-dimension-trajectory-layer, measured on the committed paper run (1,905 s
 #: of cell time over both dimensions).
@@ -153,54 +144,38 @@ def measured_work(ds):
     return float(ds.attrs["cell_time_s"]), work(knobs)
 
 
-def _growth(ns, half, se):
-    """Weighted slope of log t_1/2 against log N, its s.e. inflated by sqrt(chi^2 / dof) when
-    the points scatter more than their errors (t_1/2 need not be a power of N: the slope is an
-    average exponent), and that chi^2 / dof (:func:`.stats.log_log_slope`, finite points)."""
-    keep = np.isfinite(half) & np.isfinite(se) & (se > 0)
-    if keep.sum() < 2:
-        return float("nan"), float("nan"), float("nan")
-    return log_log_slope(ns[keep], half[keep], se[keep], inflate=True)
-
-
 def _scaling_summary(sub, ns, logistic):
-    """The numbers of one scaling at one d (``sub``: its t_half, ... over n_tokens;
-    ``logistic``: the logistic t_1/2 for each N)."""
-    s, se, chi2 = _growth(ns, sub.t_half.values, sub.t_half_se.values)
-    half = sub.t_half.values
-    rs, rse, rchi2 = _growth(ns, half / logistic, sub.t_half_se.values / logistic)
-    gap = np.abs(sub.gamma_mean - sub.gamma_theory).max("t").values
-    local = np.diff(np.log(half)) / np.diff(np.log(ns))
-    z_theory = (sub.t_half.values - sub.t_half_theory.values) / sub.t_half_se.values
+    """The numbers of one scaling at one d (``logistic``: the logistic t_1/2 for each N);
+    ``relative_growth``: the weighted slope of log(t_1/2 / logistic t_1/2) in log N over the
+    finite points, its s.e. inflated by the misfit (:func:`.stats.log_log_slope`)."""
+    half, se = sub.t_half.values, sub.t_half_se.values
+    keep = np.isfinite(half) & np.isfinite(se) & (se > 0)
+    rs, rse = float("nan"), float("nan")
+    if keep.sum() >= 2:
+        rs, rse, _ = log_log_slope(ns[keep], (half / logistic)[keep], (se / logistic)[keep],
+                                   inflate=True)
+    z_theory = (half - sub.t_half_theory.values) / se
     return dict(
-        t_half=[float(v) for v in sub.t_half.values],
-        t_half_se=[float(v) for v in sub.t_half_se.values],
+        t_half=[float(v) for v in half], t_half_se=[float(v) for v in se],
         t_half_theory=[float(v) for v in sub.t_half_theory.values],
-        beta=[float(v) for v in sub.beta.values], growth=s, growth_se=se, growth_chi2=chi2,
-        local_exponents=[float(v) for v in local],
         over_logistic=[float(v) for v in half / logistic],
-        relative_growth=rs, relative_growth_se=rse, relative_growth_chi2=rchi2,
+        relative_growth=rs, relative_growth_se=rse,
         mitigated=bool(np.isfinite(rs) and rs > GROWTH_Z * rse),
-        z_theory=[float(v) for v in z_theory],
-        max_rel_gap=float(np.nanmax(np.abs(sub.t_half.values / sub.t_half_theory.values - 1))),
-        runs_slower=bool(np.all(sub.t_half.values > sub.t_half_theory.values)),
-        max_abs_z_theory=float(np.nanmax(np.abs(z_theory))),
-        n_unreached=int(np.sum(~np.isfinite(sub.t_half.values))),
-        max_gap=float(gap.max()), max_gap_at_n=int(ns[int(np.argmax(gap))]))
+        max_rel_gap=float(np.nanmax(np.abs(half / sub.t_half_theory.values - 1))),
+        max_abs_z_theory=float(np.nanmax(np.abs(z_theory))))
 
 
 def summary(ds) -> dict:
     """Per scaling, at the largest d (``scalings``) and at every d (``by_d``): t_1/2 for every
-    N (measured, s.e., scalar dynamics), the growth exponent of t_1/2 in N and whether the
-    collapse is mitigated (:data:`GROWTH_Z`), the gaps to the scalar dynamics.
-    ``mitigated_at_every_d``: per scaling, the verdict holds at every d."""
+    N (measured, s.e., scalar dynamics), its ratio to the logistic law's, the growth of that
+    ratio in N and whether the collapse is mitigated (:data:`GROWTH_Z`), the gaps to the
+    scalar dynamics.  ``mitigated_at_every_d``: per scaling, the verdict holds at every d."""
     ns = ds.n_tokens.values.astype(float)
     logistic = ds.t_half_logistic.values
     dims = [int(d) for d in ds.d.values]
-    out = {"scalings": {}, "by_d": {}, "d": dims[-1], "dims": dims, "d_min": dims[0],
-           "Ns": [int(n) for n in ns], "n_traj": int(ds.n_traj.max()), "t_max": float(ds.t.max()),
-           "t_half_logistic": [float(v) for v in logistic],
-           "t_half_logistic_limit": float(ds.attrs["t_half_logistic"]), "growth_z": GROWTH_Z,
+    out = {"scalings": {}, "by_d": {}, "d": dims[-1], "dims": dims,
+           "Ns": [int(n) for n in ns], "n_traj": int(ds.n_traj.max()),
+           "t_half_logistic": [float(v) for v in logistic], "growth_z": GROWTH_Z,
            "b": float(ds.attrs["fixed_b"]), "kappa": float(ds.attrs["fixed_kappa"]),
            "gamma0": float(ds.attrs["fixed_gamma0"]), "mitigated_at_every_d": {}}
     for sc in ds.scaling.values:
@@ -212,19 +187,11 @@ def summary(ds) -> dict:
 
 
 def words(stats) -> dict:
-    """The page's plain words and numbers: per scaling at the largest d, t_1/2 at the first
-    and last N, its ratio to the logistic law's and the verdict; lists and verdicts' wording."""
-    every_d = (stats["mitigated_at_every_d"]["simplex"]
-               and not any(v["mitigated"] for v in stats["by_d"]["hemisphere"].values()))
+    """The page's and the chapter's plain words and numbers: the dimensions and the range of
+    N; per scaling at the largest d, t_1/2 at the first and last N, its ratio to the logistic
+    law's (first, last, smallest, largest) and the verdict."""
     out = {"dims_text": " and ".join(str(d) for d in stats["dims"]),
-           "N_min": stats["Ns"][0], "N_max": stats["Ns"][-1],
-           "local_text": ", ".join(f"{v:.2f}" for v in
-                                   stats["scalings"]["simplex"]["local_exponents"]),
-           "every_d_text": ("the same two verdicts hold at every d of the run" if every_d else
-                            "the verdicts are not the same at every d of the run"),
-           "slower_text": ("the runs are the slower at every N on both scalings"
-                           if all(sc["runs_slower"] for sc in stats["scalings"].values()) else
-                           "the runs are not always on the same side of it")}
+           "N_min": stats["Ns"][0], "N_max": stats["Ns"][-1]}
     for name, sc in stats["scalings"].items():
         ratio = sc["over_logistic"]
         out.update({f"{name}_first": sc["t_half"][0], f"{name}_last": sc["t_half"][-1],
@@ -236,61 +203,87 @@ def words(stats) -> dict:
     return out
 
 
-def table(stats):
-    """t_1/2 measured and of the scalar dynamics for every scaling, d and N (a DataFrame)."""
-    import pandas as pd
+def phrases(stats) -> dict:
+    """The page's Markdown: ``verdict``, whether the simplex scaling slows the collapse with N
+    and the hemisphere scaling does not, at every d of the run."""
+    every = stats["mitigated_at_every_d"]
+    hemi = not any(v["mitigated"] for v in stats["by_d"]["hemisphere"].values())
+    word = ("Reproduced" if every["simplex"] and hemi else
+            "Partly reproduced" if every["simplex"] or hemi else "Not reproduced")
+    w = words(stats)
+    return {"verdict": f"**{word}**: at $d$ = {w['dims_text']}, with $\\sigma_{{qk}} = 1$ (so "
+                       "that the simplex scaling's scores spread widely), the simplex scaling "
+                       f"{'slows' if every['simplex'] else 'does not always slow'} the collapse "
+                       f"as $N$ grows, and the hemisphere scaling "
+                       f"{'does not' if hemi else 'does too at some $d$'}."}
 
-    return pd.DataFrame([
-        {"scaling": name, "d": d, "N": n, "β": f"{b:.3g}", "t½ measured": f"{t:.2f} ± {se:.2f}",
-         "t½ scalar dynamics": f"{th:.2f}"}
-        for name, per_d in stats["by_d"].items() for d, sc in per_d.items()
-        for n, b, t, se, th in zip(stats["Ns"], sc["beta"], sc["t_half"], sc["t_half_se"],
-                                   sc["t_half_theory"])])
+
+def table(stats):
+    """t_1/2 measured (s.e.) and of the scalar dynamics for every N, scaling and d, beside the
+    logistic law's (a Markdown table; a dash where the run never reached one half)."""
+    def entry(sc, k):
+        t, se, th = sc["t_half"][k], sc["t_half_se"][k], sc["t_half_theory"][k]
+        return "—" if not math.isfinite(t) else f"{t:.2f} ± {se:.2f} ({th:.2f})"
+
+    cols = [(name, d, sc) for name, per_d in stats["by_d"].items() for d, sc in per_d.items()]
+    rows = [[str(n), f"{stats['t_half_logistic'][k]:.2f}"]
+            + [entry(sc, k) for _, _, sc in cols] for k, n in enumerate(stats["Ns"])]
+    return markdown_table(["$N$", "logistic"] + [f"{name}, $d$ = {d}" for name, d, _ in cols],
+                          rows, "$t_{1/2}$ measured ± s.e. (scalar dynamics):")
+
+
+def _draw_half_times(ax, ds, s):
+    """t_1/2 against N: measured (filled at the largest d, open below) and of the scalar
+    dynamics (dashed at the largest d, dotted below), with the logistic law's."""
+    from matplotlib.ticker import NullFormatter
+
+    ns = ds.n_tokens.values
+    for sc, mk, colour in zip(ds.scaling.values, ("o", "s"), ("#4c78a8", "#f58518")):
+        for k, d in enumerate(ds.d.values):
+            sub, last = ds.sel(scaling=sc, d=d), k == ds.sizes["d"] - 1
+            ax.errorbar(ns, sub.t_half, yerr=2 * sub.t_half_se, fmt=mk, capsize=2, ms=5,
+                        color=colour, mfc=colour if last else "white")
+            ax.plot(ns, sub.t_half_theory, ls="--" if last else ":", lw=1, color=colour)
+        ax.plot([], [], marker=mk, ls="", color=colour, label=str(sc))
+    ax.plot(ns, s["t_half_logistic"], color="0.4", lw=0.8, ls="-.", label="logistic law")
+    dims = [int(d) for d in ds.d.values]
+    for dims_shown, ls, face in ((dims[-1:], "--", "0.3"), (dims[:-1], ":", "white")):
+        if dims_shown:
+            ax.plot([], [], marker="o", ls=ls, color="0.3", mfc=face,
+                    label=", ".join(f"d = {d}" for d in dims_shown))
+    ax.legend(loc="upper left", ncol=2, title="points: runs; lines: scalar dynamics")
+    ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=r"$t_{1/2}$",
+           title="(c) the collapse half-way (bars 2 s.e.)")
+    ax.set_xticks(ns, [str(int(n)) for n in ns])
+    ax.set_yticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())
 
 
 def plot(ds):
-    """(a) gamma(t) for every N on both scalings with the scalar dynamics; (b) t_1/2 against N."""
+    """(a, b) gamma(t) for every N on both scalings with the scalar dynamics; (c) t_1/2
+    against N."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
     s = summary(ds)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1, 1]})
-    colours = palette(ds.sizes["n_tokens"])
+    fig, axes = plt.subplot_mosaic([["hemisphere", "simplex"], ["half", "half"]],
+                                   figsize=(7.6, 7.6))
     big = ds.isel(d=-1)
-    for ax, sc in zip(axes[:2], ds.scaling.values):
-        for colour, n in zip(colours, ds.n_tokens.values):
+    for panel, sc in zip("ab", ds.scaling.values):
+        ax = axes[str(sc)]
+        for colour, n in zip(palette(ds.sizes["n_tokens"]), ds.n_tokens.values):
             sub = big.sel(scaling=sc, n_tokens=n)
             ax.errorbar(ds.t, sub.gamma_mean, yerr=2 * sub.gamma_se, fmt="o", ms=2.5,
                         color=colour, lw=0.7, capsize=1, label=f"N = {int(n)}")
             ax.plot(ds.t, sub.gamma_theory, color=colour, lw=1)
         ax.axhline(0.5, color="0.6", lw=0.7, ls=":")
-        name = (r"hemisphere: $\beta = b/\sqrt{d}$, b = " + f"{s['b']:g}" if sc == "hemisphere"
-                else r"simplex: $\beta = \sqrt{\kappa d/N}$, $\kappa$ = " + f"{s['kappa']:g}")
+        name = (r"$\beta = b/\sqrt{d}$" if sc == "hemisphere" else r"$\beta = \sqrt{\kappa d/N}$")
         ax.set(xlabel=r"$t = d\tau$", ylabel=r"$\gamma(t)$", ylim=(0, 1),
-               title=f"{name} (d = {s['d']})")
+               title=f"({panel}) {sc}: {name}, d = {int(big.d)}")
         ax.legend(loc="lower right")
-    ax = axes[2]
-    ns = ds.n_tokens.values
-    for sc, mk, colour in zip(ds.scaling.values, ("o", "s"), ("#4c78a8", "#f58518")):
-        for k, d in enumerate(ds.d.values):
-            sub = ds.sel(scaling=sc, d=d)
-            last = k == ds.sizes["d"] - 1
-            ax.errorbar(ns, sub.t_half, yerr=2 * sub.t_half_se, fmt=mk, capsize=2, ms=5,
-                        color=colour, mfc=colour if last else "white",
-                        label=f"{sc}, d = {int(d)}: measured")
-            ax.plot(ns, sub.t_half_theory, ls="--" if last else ":", lw=1, color=colour,
-                    label=f"{sc}, d = {int(d)}: scalar dynamics")
-    ax.plot(ns, s["t_half_logistic"], color="0.4", lw=0.8, ls=":", label="logistic law")
-    ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=r"$t_{1/2}$",
-           title=f"collapse half-way ({s['n_traj']:,} runs a point; bars 2 s.e.)")
-    from matplotlib.ticker import NullFormatter
-
-    ax.set_xticks(ns, [str(int(n)) for n in ns])
-    ax.set_yticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_minor_formatter(NullFormatter())
-    ax.legend()
+    _draw_half_times(axes["half"], ds, s)
     return laid_out(fig)
 
 

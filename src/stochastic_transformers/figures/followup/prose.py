@@ -1,4 +1,4 @@
-"""Words the follow-up's pages share: a list of numbers as a phrase, and the run a page shows."""
+"""Numbers in the words of the follow-up's pages: a list as a phrase, a signed number."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ def listed(values, fmt: str) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def run_name(source: str, ds) -> str:
-    """The run a page shows, for its prose: the committed paper-scale run, or the run of this
-    build at the scale shown (``source``: the sentence of :meth:`..spec.Figure.obtain`)."""
-    if source.startswith("the committed paper-scale"):
-        return "the committed paper-scale run"
-    return f"the {ds.attrs['shown_scale']}-scale run of this build"
+def signed(x: float, digits: int = 2) -> str:
+    """``x`` with its sign and ``digits`` decimals, never ``-0.0`` (a value that rounds to
+    zero is written ``+0.0``)."""
+    return f"{round(float(x), digits) + 0.0:+.{digits}f}"

@@ -63,26 +63,18 @@ def explain_worst(ds, attention) -> dict:
             "check": check, "explained": bool(list(check.values())[-1] <= PERSIST_Z_MAX)}
 
 
-def worst_reading(ds, stats) -> str:
-    """The page's paragraph (Markdown) on each attention whose persistence verdict fails:
-    its farthest cell and :func:`explain_worst`'s rerun (a simulation)."""
-    text = ""
-    for attention, ok in stats["persist_agree_by_attention"].items():
-        if ok:
-            continue
-        worst = explain_worst(ds, attention)
-        check = ", ".join(f"{v:.1f} at $L$ = {L}" for L, v in worst["check"].items())
-        verdict = (
-            ". At the finest step the cell agrees with the limit: the disagreement belongs to "
-            "the discretisation, not to the reduction. A layer moves a token by about "
-            "$|A|\\sigma\\sqrt{d/L}$, and unnormalised attention has $|A|$ of order "
-            "$e^{\\beta}$, so $L = 100$ is far from the diffusion regime at this $\\beta$."
-            if worst["explained"] else
-            ". Even at the finest step the cell stays farther than our bound: this "
-            "disagreement is not explained by the discretisation and is open.")
-        text += (f"**Where simulation and limit disagree, and why.** With {attention} attention "
-                 f"the farthest cell is {worst['split'].replace(',', ' vs ')} at $\\beta$ = "
-                 f"{worst['beta']:g} (|z| = {worst['z']:.1f} at $t$ = {worst['t_worst']:g}). "
-                 f"Rerunning it to $t$ = {worst['t_check']:g} with finer steps (another seed "
-                 f"each), the largest |z| is {check}{verdict}\n\n")
-    return text or "**No disagreement to explain:** every cell is within our bound of the limit."
+def refine_misses(ds, stats) -> dict:
+    """``{attention: explain_worst(ds, attention)}`` for every attention whose persistence
+    verdict fails (a simulation of one cell per such attention)."""
+    return {att: explain_worst(ds, att)
+            for att, ok in stats["persist_agree_by_attention"].items() if not ok}
+
+
+def refinement_text(misses) -> str:
+    """The page's sentences (Markdown) on the reruns of :func:`refine_misses`."""
+    return " ".join(
+        f"With {att} attention the farthest cell is {m['split'].replace(',', ' vs ')} at "
+        f"$\\beta$ = {m['beta']:g} (|z| = {m['z']:.1f} at $t$ = {m['t_worst']:g}). Rerun to "
+        f"$t$ = {m['t_check']:g} with finer steps (another seed each), its largest |z| is "
+        + ", ".join(f"{v:.1f} at $L$ = {L:,}" for L, v in m["check"].items()) + "."
+        for att, m in misses.items()) or "Every cell is within our bound of the limit."

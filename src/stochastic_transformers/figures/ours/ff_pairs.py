@@ -1,24 +1,16 @@
 r"""Feedforward blocks, two tokens: an activation's even part forbids antipodal pairs (ours).
 
-Two tokens, Gaussian values, :math:`B = I`, softmax, and a random feedforward block of
-strength :math:`r` (:class:`stochastic_transformers.config.ModelConfig`, ``ff_*``).  In the
-depth limit the block adds :math:`r\,\kappa(\langle x_i, x_j\rangle)` to the noise kernel
-(:mod:`stochastic_transformers.feedforward`), and at :math:`Z = -1` the overlap's drift
-becomes :math:`2r(d-1)E[\varphi_{\rm even}(g)^2]`: with ReLU or GELU (which have an even part)
--1 is an entrance boundary and can no longer be the pair's limit, while with an odd activation
-(erf) it stays a fixed point that attracts above a threshold, lowered by the block for
-d <= 11.  The figure draws the fraction of pairs within ``tol`` of -1 at
-time T against beta, for r in ``rs`` and each activation, over the limit's probability of
-the same event (:func:`stochastic_transformers.feedforward.antipodal_at`), and how close
-to -1 the pairs come (a low quantile of :math:`1 + Z_T`).
-
-The feedforward figures (this one, :mod:`.ff_threshold`, :mod:`.ff_tokens`) share
-:func:`block_model`, :data:`BLOCK_SCHEMA` and :func:`run_title`.
+Two tokens, Gaussian values, :math:`B = I`, softmax, and a random feedforward block of strength
+:math:`r` (:mod:`stochastic_transformers.feedforward`).  With ReLU or GELU, whose even part is
+not zero, -1 is an entrance boundary of the limit's overlap; with erf (odd) it stays a fixed
+point.  The figure draws the fraction of pairs within ``tol`` of -1 at time T against beta,
+for each r and activation, over the limit's probability of the same event
+(:func:`stochastic_transformers.feedforward.antipodal_at`), and how close to -1 the closest
+pairs come.  The feedforward figures share :func:`block_model`, :data:`BLOCK_SCHEMA`,
+:func:`run_title` and the page helpers :func:`verdict`, :func:`markdown_table`, :func:`signed`.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -109,9 +101,8 @@ def finish(ds, knobs):
     return ds
 
 
-#: Seconds of simulation per trajectory-layer (the unit of :func:`work`), measured on the
-#: committed paper run (results/ff_pairs_paper.nc: its cell time over its trajectory-layers,
-#: on the project's 2-core machine; r = 0 cells run the block-free chain and cost less).
+#: Seconds of simulation per trajectory-layer, measured on the committed paper run
+#: (results/ff_pairs_paper.nc, 2-core machine; r = 0 cells run the block-free chain).
 SECONDS_PER_WORK = 9.0e-7
 
 #: Limit probability above which a point counts as informative (with any point where a pair
@@ -137,7 +128,6 @@ def _agreement(ds) -> dict:
             "share_within_2se": digest["share_within"],
             "share_within_3se": digest_3["share_within"], "mean_z": digest["mean_z"],
             "n_informative": int(informative.sum()), "informative_p": INFORMATIVE_P,
-            "mean_z_se": float(zi.std(ddof=1) / np.sqrt(zi.size)) if zi.size > 1 else float("nan"),
             "total_observed": observed, "total_expected": expected,
             "total_z": (observed - expected) / se if se > 0 else 0.0,
             "total_relative": observed / expected - 1.0 if expected > 0 else 0.0}
@@ -169,23 +159,16 @@ def _odd(ds, odd, d) -> dict:
 
 
 def summary(ds) -> dict:
-    """Numbers the notebook quotes: the agreement with the limit (largest deviation, shares
-    within 2 and 3 standard errors, mean deviation, over the points where the limit's
-    probability exceeds 1e-6 or the count is not zero); for the activations with an even
-    part and r > 0, the pairs counted within ``tol`` of -1 against the limit's expectation
-    (a Poisson test, ``even_counts_match`` at :data:`COUNT_ALPHA`), whether the limit's
-    long-time probability of -1 is zero for all of them (``even_long_zero``) and the
-    closest approach by r; and the verdict ``odd_block_raises`` (erf at the largest r has
-    more antipodal pairs than r = 0 at every beta at or above beta_c(d), beyond 3 standard
-    errors of the difference, ``odd_gain_min_z`` the smallest margin)."""
+    """The agreement with the limit over the informative points (:func:`_agreement`); for
+    the even-part blocks the pairs near -1 against the limit's expectation (:func:`_even`);
+    for the odd block its gain over r = 0 (:func:`_odd`); pairs counted and expected with a
+    block, by activation."""
     blocked = ds.sel(r=ds.r[ds.r > 0])
     acts = [str(a) for a in ds.activation.values]
     even = [a for a in acts if feedforward.even_part_energy(a) > 0]
     odd = [a for a in acts if feedforward.even_part_energy(a) == 0]
-    out = {**_agreement(ds), "n_points": int(ds.z_score.size),
-           "n_traj": int(ds.n_traj.values.max()), "L": int(knob_attr(ds, "L")),
-           "T": float(knob_attr(ds, "T")), "d": int(knob_attr(ds, "d")),
-           "tol": float(knob_attr(ds, "tol")), "r_max": float(ds.r.max()),
+    out = {**_agreement(ds), "n_traj": int(ds.n_traj.values.max()),
+           "L": int(knob_attr(ds, "L")), "T": float(knob_attr(ds, "T")), "r_max": float(ds.r.max()),
            "antipodal_with_block": {a: int(blocked.n_antipodal.sel(activation=a).sum())
                                     for a in acts},
            "theory_with_block": {a: float((blocked.p_theory.sel(activation=a)
@@ -194,82 +177,108 @@ def summary(ds) -> dict:
     if even and blocked.r.size:
         out.update(_even(blocked, even))
     if odd and 0.0 in ds.r.values and ds.r.size > 1:
-        out.update(_odd(ds, odd[0], out["d"]))
+        out.update(_odd(ds, odd[0], int(knob_attr(ds, "d"))))
     return out
 
 
+#: False-alarm rate of the check that the fractions follow the limit's curves: it fails when
+#: more informative points lie beyond 2 standard errors than a perfect match (each one with
+#: probability 2 * norm.sf(2), about 4.6%) gives with this probability.
+AGREE_ALPHA = 1e-3
+
+
+def follows_limit(stats) -> bool:
+    """Whether few enough points lie beyond 2 standard errors (see :data:`AGREE_ALPHA`)."""
+    from scipy.stats import binom, norm
+
+    n = stats["n_informative"]
+    outside = round(n * (1.0 - stats["share_within_2se"])) if n else 0
+    return bool(n) and float(binom.sf(outside - 1, n, 2 * norm.sf(2.0))) > AGREE_ALPHA
+
+
+def signed(x, digits=1) -> str:
+    """``x`` with its sign and ``digits`` decimals, never "-0.0" (a zero reads "0.0")."""
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def verdict(checks) -> str:
+    """A page's verdict in words from ``[(holds, what holds, what does not), ...]``:
+    "Confirmed", "Partly confirmed" or "Not confirmed", then each finding."""
+    held = [bool(ok) for ok, _, _ in checks]
+    word = "Confirmed" if all(held) else "Partly confirmed" if any(held) else "Not confirmed"
+    return f"{word}: " + "; ".join(yes if ok else no for ok, yes, no in checks) + "."
+
+
+def markdown_table(header, rows) -> str:
+    """A Markdown table, numbers right-aligned after the first column; None is a dash."""
+    lines = ["| " + " | ".join(header) + " |",
+             "|:--" + "|--:" * (len(header) - 1) + "|"]
+    lines += ["| " + " | ".join("–" if v is None else str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent phrases (Markdown): ``counts_text``, ``even_verdict``,
-    ``total_reading``, ``closest_text`` and ``odd_verdict``."""
-    long_zero = ("With ReLU and GELU blocks ($r > 0$) the limit's long-time probability of $-1$ "
-                 "is zero at every point. " if stats.get("even_long_zero") else
-                 "With ReLU and GELU blocks the limit's long-time probability of $-1$ is not "
-                 "zero everywhere: to be explained. ")
-    z = stats["total_z"]
-    closest = stats["closest_even_by_r"]
-    merged = ", ".join(f"{r:g}" for r, value in closest.items() if value > 1.0)
-    odd_c, odd_z = stats.get("beta_c_no_block", math.nan), stats.get("odd_gain_min_z", math.nan)
-    return {
-        "counts_text": "; ".join(
-            f"{act}: {count:,} pairs counted, {stats['theory_with_block'][act]:,.1f} expected by "
-            "the limit" for act, count in stats["antipodal_with_block"].items()),
-        "even_verdict": long_zero + (
-            f"At $T$, {stats['even_observed']:,} of their {stats['even_pairs_total']:,} pairs lie "
-            f"within the tolerance of $-1$, against {stats['even_expected']:,.1f} expected by the "
-            f"limit (two-sided Poisson p = {stats['even_count_p']:.2g}; they "
-            f"{page_values(stats)['word_even_match']} at the {COUNT_ALPHA:g} level)."),
-        "total_reading": (
-            f"Over all of them together the run counts {stats['total_observed']:,.0f} antipodal "
-            f"pairs against {stats['total_expected']:,.0f} expected, "
-            f"{stats['total_relative']:+.1%} ({z:+.1f} binomial standard errors)" + (
-                ": a small systematic deficit of the discrete chain, of the sign of the "
-                "finite-depth bias that the threshold page measures (at this $L$ the exponent at "
-                "$-1$ is higher than the limit's, so $-1$ attracts slightly less)." if z < -3 else
-                ": a small systematic excess, which the finite-depth bias measured on the "
-                "threshold page does not explain." if z > 3 else
-                ": no systematic difference at this resolution.")),
-        "closest_text": ", ".join(f"{value:.2g} at $r$ = {r:g}" for r, value in closest.items())
-        + (f"; at $r$ = {merged} even the closest 1% of pairs are far from $-1$ ($1 + Z_T > 1$), "
-           "so pairs within the tolerance are seen only with the weaker blocks" if merged else ""),
-        "odd_verdict": (
-            f"With {stats['odd_activation']} at the largest $r$ the antipodal fraction exceeds the "
-            f"one without a block at every $\\beta \\ge \\beta_c(d)$ = {odd_c:.3f} (Theorem 2's "
-            f"threshold, without a block), by at least {odd_z:.1f} standard errors of the "
-            "difference." if stats.get("odd_block_raises") else
-            f"With {stats.get('odd_activation', 'the odd activation')} at the largest $r$ the "
-            "antipodal fraction does not exceed the one without a block by 3 standard errors at "
-            f"every $\\beta \\ge \\beta_c(d)$ = {odd_c:.3f} (smallest margin {odd_z:.1f}): this "
-            "run does not resolve the odd block's gain everywhere.")}
+    """The page's plain-text findings, which the chapter quotes too: ``verdict``, ``total``
+    (all informative points together against the limit) and ``closest`` (how near -1 the
+    closest 1% of pairs come with an even-part block, by r)."""
+    checks = [(follows_limit(stats), "the fractions at T follow the "
+               "limit's curves", "the fractions at T do not follow the limit's curves")]
+    if "even_counts_match" in stats:
+        checks.append((stats["even_long_zero"] and stats["even_counts_match"],
+                       "with ReLU and GELU blocks −1 is never the limit, and the pairs near it "
+                       "at T are as few as the limit expects",
+                       "with ReLU and GELU blocks the pairs near −1 at T are not what the "
+                       "limit expects"))
+    if "odd_block_raises" in stats:
+        act = stats["odd_activation"]
+        checks.append((stats["odd_block_raises"], f"an {act} block raises the antipodal "
+                       "fraction at every β above Theorem 2's threshold", f"this run does not "
+                       f"resolve the {act} block's gain at every β above Theorem 2's threshold"))
+    z, rel = stats["total_z"], stats["total_relative"]
+    total = (f"a deficit of {-rel:.1%} ({signed(z)} standard errors), of the sign of the "
+             "finite-depth bias measured on the threshold page" if z < -3 else
+             f"{'an excess' if z > 3 else 'no clear difference'}: {signed(100 * rel)}% "
+             f"({signed(z)} standard errors)")
+    closest = stats.get("closest_even_by_r", {})
+    return {"verdict": verdict(checks), "total": total,
+            "closest": ", ".join(f"{v:.2g} at r = {r:g}" for r, v in closest.items()) or "–"}
 
 
-def page_values(stats) -> dict[str, str]:
-    """The page's plain-text verdicts, which the chapter quotes (a cross-page glue carries
-    text only): ``total_text``, ``word_even_match`` and ``word_odd``."""
-    z, relative = stats["total_z"], stats["total_relative"]
-    return {
-        "total_text": (
-            f"a deficit of {-relative:.1%} ({z:+.1f} binomial standard errors), of the sign of "
-            "the finite-depth bias that the threshold page measures" if z < -3 else
-            f"an excess of {relative:.1%} ({z:+.1f} binomial standard errors), which the "
-            "finite-depth bias measured on the threshold page does not explain" if z > 3 else
-            f"no systematic difference ({z:+.1f} binomial standard errors)"),
-        "word_even_match": "agree" if stats["even_counts_match"] else "disagree",
-        "word_odd": "raises" if stats.get("odd_block_raises") else "does not clearly raise"}
+def tables(stats) -> dict[str, str]:
+    """The page's folded tables (Markdown): ``counts`` (pairs within ``tol`` of -1 at T with
+    a block, counted and expected, by activation) and ``agreement`` (the deviations from the
+    limit over the informative points)."""
+    counts = markdown_table(
+        ["block (all r > 0)", "pairs within tol of −1 at T", "expected by the limit"],
+        [[act, f"{n:,}", f"{stats['theory_with_block'][act]:,.1f}"]
+         for act, n in stats["antipodal_with_block"].items()])
+    agreement = markdown_table(["points compared (informative)", f"{stats['n_informative']}"], [
+        ["within 2 standard errors", f"{stats['share_within_2se']:.0%}"],
+        ["within 3 standard errors", f"{stats['share_within_3se']:.0%}"],
+        ["largest deviation (standard errors)", f"{stats['max_abs_z']:.1f}"],
+        ["mean deviation (standard errors)", signed(stats["mean_z"], 2)],
+        ["antipodal pairs, counted / expected",
+         f"{stats['total_observed']:,.0f} / {stats['total_expected']:,.0f}"]])
+    return {"counts": counts, "agreement": agreement}
 
 
 def plot(ds):
-    """One panel per activation: P(antipodal at T) against beta for each r (points with
-    95% bands over the limit's curve); a last panel with the closest approach to -1."""
+    """Two columns: one panel per activation, P(antipodal at T) against beta for each r
+    (points with 95% bands over the limit's curve), and a last panel with the closest
+    approach to -1."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
     acts = [str(a) for a in ds.activation.values]
     colours = palette(ds.r.size)
-    fig, axes = plt.subplots(1, len(acts) + 1, figsize=(3.1 * (len(acts) + 1), 3.4),
-                             sharex=True)
+    rows = (len(acts) + 2) // 2
+    fig, grid = plt.subplots(rows, 2, figsize=(8.0, 3.1 * rows + 0.4), sharex=True,
+                             squeeze=False)
+    axes = grid.ravel()
     top = max(0.05, float(ds.p_antipodal_high.max()) + 0.03, float(ds.p_theory.max()) + 0.03)
-    for ax, act in zip(axes, acts):
+    for i, (ax, act) in enumerate(zip(axes, acts)):
         for colour, r in zip(colours, ds.r.values):
             sub = ds.sel(activation=act, r=r)
             p = sub.p_antipodal.values
@@ -278,25 +287,28 @@ def plot(ds):
                         label=f"r = {r:g}")
             ax.plot(sub.beta, sub.p_theory, color=colour, lw=1.2)
         ax.set_title(f"{act} block")
-        ax.set_xlabel(r"$\beta$")
         ax.set_ylim(-0.01, top)
-    axes[0].set_ylabel(r"$P(1 + Z_T \leq \mathrm{tol})$")
+        if i % 2 == 0:
+            ax.set_ylabel(r"$P(1 + Z_T \leq \mathrm{tol})$")
     axes[0].legend(loc="upper left")
-    ax = axes[-1]
+    ax = axes[len(acts)]
     for act, marker in zip(acts, "os^v"):
         for colour, r in zip(colours, ds.r.values):
             if r == 0 and act != acts[0]:
-                continue
+                continue  # r = 0 is the paper's model, whatever the activation: drawn once
             sub = ds.sel(activation=act, r=r)
-            # r = 0 is the paper's model, whatever the activation: its own marker.
             ax.semilogy(sub.beta, sub.gap_low, marker="x" if r == 0 else marker, ms=3, lw=0.8,
                         color=colour,
-                        label="no block" if r == 0 else (f"{act}" if r == ds.r.values[-1] else None))
+                        label="no block" if r == 0 else (act if r == ds.r.values[-1] else None))
     ax.axhline(float(knob_attr(ds, "tol")), color="0.4", ls="--", lw=0.8)
-    ax.set_title(f"closest pairs: {LOW_QUANTILE:.0%} quantile")
+    ax.set_title(f"closest pairs: {LOW_QUANTILE:.0%} quantile of $1 + Z_T$")
     ax.set_ylabel(r"$1 + Z_T$")
-    ax.set_xlabel(r"$\beta$")
     ax.legend(loc="center right")
+    for ax in axes[len(acts) + 1:]:
+        ax.set_visible(False)
+    for ax in grid[-1]:
+        ax.set_xlabel(r"$\beta$")
+        ax.xaxis.set_tick_params(labelbottom=True)
     return laid_out(fig, run_title("Two tokens with a feedforward block", ds))
 
 

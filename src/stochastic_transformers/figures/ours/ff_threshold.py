@@ -1,20 +1,13 @@
-r"""Feedforward blocks: the antipodal threshold :math:`\beta_c(d, r)` of an odd block, measured (ours).
+r"""Feedforward blocks: the antipodal threshold :math:`\beta_c(d, r)` of an odd block (ours).
 
-With an odd activation (erf) the point :math:`Z = -1` stays a fixed point of the two-token
-overlap, and near it :math:`\log(1 + Z)` moves like a Brownian motion with drift
-:math:`\lambda(\beta, d, r)` (:func:`stochastic_transformers.feedforward.boundary_at_minus_one`):
--1 attracts iff :math:`\lambda < 0`, and :math:`\beta_c(d, r)` is the root of
-:math:`\lambda` (:func:`stochastic_transformers.feedforward.critical_beta`; r = 0 is Theorem 2).
-The discrete chain measures :math:`\lambda` directly: start two tokens at
-:math:`1 + Z_0 = ` ``gap0`` (far inside the linear regime; the chain keeps its relative
-precision there) and average :math:`[\log(1 + Z_t) - \log(1 + Z_0)]/t` over trajectories.
-A layer's noise is symmetric (:math:`(V, W_2) \to (-V, -W_2)` leaves its law unchanged), so
-its odd moments vanish and the measured exponent differs from the limit's by :math:`O(1/L)`:
-it is measured at two depth scales ``Ls`` :math:`= (L, 4L)` and extrapolated,
-:math:`\hat\lambda = (4\hat\lambda_{4L} - \hat\lambda_L)/3` (Richardson), with the
-standard errors propagated.  The simulated threshold is the root of a straight line fitted to
-the extrapolated exponents around their change of sign, with its standard error by the delta
-method.
+With an odd activation (erf) -1 stays a fixed point of the two-token overlap, and near it
+:math:`\log(1 + Z)` moves like a Brownian motion with drift :math:`\lambda_-(\beta, d, r)`
+(:func:`stochastic_transformers.feedforward.boundary_at_minus_one`): -1 attracts iff
+:math:`\lambda_- < 0`, above :func:`stochastic_transformers.feedforward.critical_beta`.  The
+discrete chain measures :math:`\lambda_-` from :math:`1 + Z_0 = ` ``gap0``, at two depth
+scales ``Ls`` :math:`= (L, 4L)` extrapolated to :math:`(4\hat\lambda_{4L} - \hat\lambda_L)/3`
+(a layer's noise is symmetric, so the bias is :math:`O(1/L)`); the measured threshold is the
+root of a straight line through the extrapolated exponents (:func:`fitted_root`).
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ from ...stats import weighted_least_squares, z_digest
 from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
 from ..knobs import all_of, choice, integers, real, whole_layers
 from ..spec import Figure
-from .ff_pairs import BLOCK_SCHEMA, block_model
+from .ff_pairs import BLOCK_SCHEMA, block_model, markdown_table, signed, verdict
 
 
 def _coarse_and_fine(name, value, knobs):
@@ -100,12 +93,10 @@ def theory_threshold(d, r, activation) -> float:
 
 
 def finish(ds, knobs):
-    """The exponents ``exponent``, ``exponent_se`` and their extrapolation
-    ``exponent_limit`` (with ``_se``), the exact ``exponent_theory`` (d, r, beta), the
-    deviations ``z_score`` and ``z_score_limit``; per (d, r) the theory ``beta_c`` (NaN when -1
-    attracts at every beta) and its curve ``beta_c_fine(d, r_fine)``, the measured
-    ``beta_c_sim`` with ``beta_c_sim_se`` (NaN when the exponents never change sign) and
-    ``beta_c_z``."""
+    """The extrapolated ``exponent_limit`` (with ``_se``), the exact ``exponent_theory``, the
+    deviations ``z_score`` and ``z_score_limit``; per (d, r) the theory ``beta_c`` (NaN where -1
+    attracts at every beta) with its curve ``beta_c_fine``, the measured ``beta_c_sim`` (NaN
+    without a change of sign) with ``beta_c_sim_se``, and ``beta_c_z``."""
     act, betas = knobs["activation"], ds.beta.values
     # Richardson: (4 x_{4L} - x_L) / 3 removes an O(1/L) bias; the standard errors combine.
     coarse, fine = ds.sel(L=ds.L.values[0]), ds.sel(L=ds.L.values[1])
@@ -167,12 +158,10 @@ def _falls_with_r(ds) -> bool:
 
 
 def summary(ds) -> dict:
-    """Numbers the notebook quotes: for every (d, r) the theory and measured thresholds with
-    the measurement's standard error and z; the deviations of the exponents from the limit's
-    at each depth scale (their mean shows the O(1/L) bias) and after extrapolation; whether
-    every threshold agrees within :data:`AGREE_Z` and a (d, r) without a theory threshold
-    has no measured one either (``thresholds_agree``); and the verdict
-    ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
+    """The thresholds by (d, r) (theory, measured, its standard error, z); the exponents'
+    deviations from the limit's at each depth scale and extrapolated; ``thresholds_agree``
+    (every z within :data:`AGREE_Z`, and no measured threshold where the theory has none)
+    and ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
     rows = {}
     for d, r in itertools.product(ds.d.values, ds.r.values):
         sub = ds.sel(d=d, r=r)
@@ -189,60 +178,64 @@ def summary(ds) -> dict:
     return {
         "thresholds": rows,
         "max_abs_threshold_z": float(np.abs(z_thr).max()) if z_thr.size else float("nan"),
-        "by_L": by_l, "coarse_L": int(ds.L.values[0]), "fine_L": int(ds.L.values[1]),
+        "by_L": by_l, "coarse_L": int(ds.L.values[0]),
         "max_abs_limit_z": limit["max_abs_z"], "share_limit_within_2se": limit["share_within"],
         "mean_limit_z": limit["mean_z"],
         "thresholds_agree": bool(z_thr.size and np.all(np.abs(z_thr) < AGREE_Z) and none_match),
         "threshold_falls_with_r": _falls_with_r(ds),
         "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
-        "gap0": float(knob_attr(ds, "gap0")), "largest_gap": float(ds.gap_max.max()),
-        "activation": str(knob_attr(ds, "activation")),
-    }
-
-
-def page_values(stats) -> dict:
-    """Plain values the page glues beside :func:`summary`: ``by_L`` under the fixed names
-    ``coarse`` and ``fine`` (whatever the depth scales), and ``word_agree``, which the
-    chapter quotes."""
-    return {"by_L": {"coarse": stats["by_L"][stats["coarse_L"]],
-                     "fine": stats["by_L"][stats["fine_L"]]},
-            "word_agree": "agree" if stats["thresholds_agree"] else "do not all agree"}
+        "gap0": float(knob_attr(ds, "gap0")), "largest_gap": float(ds.gap_max.max())}
 
 
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent phrases (Markdown): ``verdict`` and ``falls``."""
-    return {
-        "verdict": (f"Every measured threshold agrees with the theory within {AGREE_Z:g} "
-                    "standard errors, and where the theory has none (attracting at every "
-                    "$\\beta$) none is measured." if stats["thresholds_agree"] else
-                    f"Not every measured threshold agrees with the theory within {AGREE_Z:g} "
-                    "standard errors (see the table)."),
-        "falls": ("For each $d$ the measured threshold falls as $r$ grows: an odd block helps "
-                  "antipodal pairs in these dimensions." if stats["threshold_falls_with_r"] else
-                  "The measured thresholds do not fall steadily with $r$ at every $d$ shown.")}
+    """The page's plain-text verdict, which the chapter quotes too: ``verdict``."""
+    return {"verdict": verdict([
+        (stats["thresholds_agree"], f"every measured threshold agrees with the formula within "
+         f"{AGREE_Z:g} standard errors (the largest deviation is "
+         f"{stats['max_abs_threshold_z']:.1f}), and where the formula has none, none is measured",
+         f"not every measured threshold agrees with the formula within {AGREE_Z:g} standard "
+         "errors"),
+        (stats["threshold_falls_with_r"], "in each dimension shown the threshold falls as the "
+         "block grows", "the measured threshold does not fall steadily with r in every "
+         "dimension shown")])}
 
 
-def table(stats):
-    """The thresholds by (d, r): theory, measured, standard error and z (a DataFrame)."""
-    import pandas as pd
+def _threshold_cells(v) -> list:
+    """A row's theory, measured (± se) and z, in words where there is no threshold."""
+    theory = ("none: −1 attracts at every β" if math.isnan(v["theory"]) else
+              "none: −1 attracts at no β" if math.isinf(v["theory"]) else f"{v['theory']:.3f}")
+    if math.isnan(v["measured"]):
+        return [theory, "none: no change of sign", None]
+    z = signed(v["z"]) if math.isfinite(v["z"]) else None
+    return [theory, f"{v['measured']:.3f} ± {v['se']:.3f}", z]
 
-    return pd.DataFrame(
-        [{"d": int(k.split("_")[0]), "r": float(k.split("_")[1]), "theory beta_c": v["theory"],
-          "measured beta_c": v["measured"], "standard error": v["se"], "z": v["z"]}
-         for k, v in stats["thresholds"].items()]).set_index(["d", "r"]).round(4)
+
+def tables(stats) -> dict[str, str]:
+    """The page's folded tables (Markdown): ``thresholds`` by (d, r) and ``exponents`` (the
+    deviations of the exponents from the limit's at each depth scale and extrapolated)."""
+    thresholds = markdown_table(
+        ["d", "r", "theory β_c", "measured β_c", "z"],
+        [[k.split("_")[0], k.split("_")[1], *_threshold_cells(v)]
+         for k, v in stats["thresholds"].items()])
+    rows = [[f"L = {L}", signed(v["mean_bias"], 3), f"{v['share_within_2se']:.0%}",
+             f"{v['max_abs_z']:.1f}"] for L, v in stats["by_L"].items()]
+    rows.append(["extrapolated", "–", f"{stats['share_limit_within_2se']:.0%}",
+                 f"{stats['max_abs_limit_z']:.1f}"])
+    exponents = markdown_table(["exponents", "mean minus the limit's", "within 2 standard "
+                                "errors", "largest deviation (standard errors)"], rows)
+    return {"thresholds": thresholds, "exponents": exponents}
 
 
 def plot(ds):
-    """Left: for the smallest d, the exponents at -1 against beta, measured at both depth
-    scales (open and filled markers) and extrapolated (with 2-standard-error bars), over the
-    exact ones, one colour per r.  Right: beta_c(d, r) against r, theory curves and the
-    thresholds measured from the extrapolated exponents."""
+    """Top: for the smallest d, the exponents at -1 against beta, measured at the coarser
+    depth scale (open markers) and extrapolated (filled, with 2-standard-error bars), over
+    the exact ones, one colour per r.  Bottom: beta_c(d, r) against r, theory and measured."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
     colours = palette(ds.r.size)
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(9.6, 4.4))
+    fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.2), height_ratios=(1.15, 1))
     d_show = int(ds.d.values[0])
     coarse, fine = (int(v) for v in ds.L.values)
     for colour, r in zip(colours, ds.r.values):
@@ -255,23 +248,30 @@ def plot(ds):
     ax.plot([], [], "o", ms=3, color="0.4", label=f"extrapolated from L = {coarse}, {fine}")
     ax.axhline(0.0, color="0.4", lw=0.8)
     ax.set_xlabel(r"$\beta$")
-    ax.set_ylabel(r"exponent $\lambda_-$ of $\log(1 + Z)$ at $-1$")
-    ax.set_title(f"d = {d_show}: -1 attracts where the exponent is negative")
-    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.24))
+    ax.set_ylabel(r"exponent $\lambda_-$ at $-1$")
+    ax.set_title(f"d = {d_show}: −1 attracts where the exponent is negative")
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    # Bottom: the theory's curves, ending where -1 starts to attract at every beta (marked).
     for marker, d in zip("os^v", ds.d.values):
-        axb.plot(ds.r_fine, ds.beta_c_fine.sel(d=d), color="0.3", lw=1.2)
+        curve = ds.beta_c_fine.sel(d=d)
+        axb.plot(ds.r_fine, curve, color="0.3", lw=1.2)
         sub = ds.sel(d=d)
         axb.errorbar(sub.r, sub.beta_c_sim, yerr=2 * sub.beta_c_sim_se, fmt=marker, ms=5,
                      capsize=2, label=f"d = {int(d)}, measured")
+        gone = np.flatnonzero(np.isnan(curve.values))
+        if gone.size:
+            axb.annotate(f"d = {int(d)}: from here on\n−1 attracts at every β",
+                         (float(ds.r_fine[gone[0]]), 0.0), xytext=(8, 4),
+                         textcoords="offset points", va="bottom")
     axb.plot([], [], color="0.3", lw=1.2, label=r"theory $\beta_c(d, r)$")
     axb.set_xlabel("block strength r")
     axb.set_ylabel(r"$\beta_c$")
-    axb.set_title("antipodal threshold of an erf block")
+    axb.set_ylim(bottom=0.0)
+    axb.set_title(f"antipodal threshold of an {knob_attr(ds, 'activation')} block")
     axb.legend()
     n = int(ds.n_traj.values.max())
-    return laid_out(fig, f"Odd feedforward block: the threshold (t = {float(knob_attr(ds, 'T')):g} "
-                         f"from 1 + Z = {float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories "
-                         f"per point)")
+    return laid_out(fig, f"Odd block: the threshold (t = {float(knob_attr(ds, 'T')):g} from "
+                         f"1 + Z = {float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories a point)")
 
 
 FIGURE = Figure(

@@ -2,13 +2,10 @@ r"""Feedforward blocks, N tokens: no antipodal pairs with ReLU, more with erf (o
 
 N tokens, Gaussian values, :math:`B = I`, softmax, d = 4, through the literal N-token map
 with a random feedforward block of strength r (:mod:`stochastic_transformers.kernels.feedforward`).
-Tokens that coincide receive the same block increment, so the two-cluster reduction of the
-chapter "Many tokens" carries over with the block's kernel added: a two-point split of
-:math:`m_1` and :math:`m_2` tokens is a two-point diffusion, and the block adds
-:math:`2r(d-1)E[\varphi_{\rm even}(g)^2]` to its drift at -1 for every split
-(:func:`stochastic_transformers.feedforward.boundary_at_minus_one`).  The figure counts, at
-time T, the configurations with an antipodal pair, the clustered ones, and the sizes of the
-antipodal splits, for the paper's model (r = 0) and with ReLU and erf blocks.
+Coinciding tokens receive the same block increment, so a two-point split stays one, and the
+block adds :math:`2r(d-1)E[\varphi_{\rm even}(g)^2]` to its drift at -1.  The figure counts,
+at time T, the configurations with an antipodal pair and the sizes of the antipodal splits,
+for the paper's model (r = 0) and with ReLU and erf blocks.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from ...stats import two_proportion_z
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import choices, integers
 from ..spec import Figure
-from .ff_pairs import BLOCK_SCHEMA, block_model, run_title
+from .ff_pairs import BLOCK_SCHEMA, block_model, markdown_table, run_title, signed, verdict
 
 _COMMON = dict(d=4, activations=("relu", "erf"), attention="softmax", tol=1e-3, ff_width=8,
                seed=0)
@@ -66,10 +63,9 @@ def cell(*, n_tokens, activation, r, beta, d, n_traj, L, T, attention, tol, ff_w
 
 
 def run(knobs, sweeps):
-    """The (N, activation, r, beta) sweep, each cell's ``split_counts`` along ``split``; its
-    counts with fractions ``p_antipodal_pair``, ``p_clustered``, ``p_single`` (Wilson bands),
-    and ``balanced_share``: the share of balanced splits (m1 = m2) among the antipodal
-    two-cluster outcomes (NaN where there are none)."""
+    """The (N, activation, r, beta) sweep with ``split_counts`` along ``split``, the fractions
+    ``p_antipodal_pair``, ``p_clustered``, ``p_single`` (Wilson bands) and ``balanced_share``
+    (balanced splits among the antipodal two-cluster outcomes; NaN where there are none)."""
     ds = sweeps({"n_tokens": list(knobs["n_tokens"]), "activation": list(knobs["activations"]),
                  "r": list(knobs["rs"]), "beta": list(knobs["betas"])},
                 fixed={k: knobs[k] for k in ("d", "n_traj", "L", "T", "attention", "tol",
@@ -83,32 +79,25 @@ def run(knobs, sweeps):
     return ds
 
 
-#: Seconds per trajectory-layer of the N-token maps (the literal map with the block, the
-#: d*N or literal map without), measured on the committed paper run
+#: Seconds per trajectory-layer of the N-token maps, measured on the committed paper run
 #: (results/ff_tokens_paper.nc, on the project's 2-core machine).
 SECONDS_PER_WORK = 1.85e-6
 
-#: Combined (Stouffer) z above which the odd block's excess of antipodal pairs over the
-#: paper's model counts as shown, provided no single (N, beta) goes the other way by more
-#: than :data:`ODD_AGAINST_Z`.
+#: Combined (Stouffer) z above which the odd block's excess of antipodal pairs counts as
+#: shown, provided no single (N, beta) goes the other way by more than :data:`ODD_AGAINST_Z`.
 ODD_COMBINED_Z = 3.0
 ODD_AGAINST_Z = 2.0
 
 
 def summary(ds) -> dict:
-    """Numbers the notebook quotes, per N and beta: the antipodal-pair fraction of the
-    paper's model and with each block, the share of balanced splits among antipodal
-    two-cluster outcomes; the verdict ``even_block_no_pairs`` (not one configuration with
-    an antipodal pair under a block whose activation has an even part) with the smallest
-    share of one-cluster outcomes there (``even_single_min``); and, for the odd block, the
-    two-proportion z of its excess of antipodal pairs over r = 0 at every (N, beta), their
-    Stouffer combination, and the verdict ``odd_block_more_pairs`` (combined z above
-    :data:`ODD_COMBINED_Z` and no point below -:data:`ODD_AGAINST_Z`)."""
+    """Per (N, beta) the antipodal-pair fractions and balanced shares without and with each
+    block; ``even_block_no_pairs`` (no antipodal pair under an even-part block) with the
+    least one-cluster share there; the odd block's two-proportion z over r = 0, their
+    Stouffer combination and ``odd_block_more_pairs`` (:data:`ODD_COMBINED_Z`,
+    :data:`ODD_AGAINST_Z`)."""
     r_block = float(ds.r.max())
     out = {"r": r_block, "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
-           "L": int(knob_attr(ds, "L")), "d": int(knob_attr(ds, "d")), "rows": {},
-           "n_tokens": [int(n) for n in ds.n_tokens.values],
-           "betas": [float(b) for b in ds.beta.values]}
+           "L": int(knob_attr(ds, "L")), "rows": {}}
     acts = [str(a) for a in ds.activation.values]
     even = [a for a in acts if feedforward.even_part_energy(a) > 0]
     odd = [a for a in acts if a not in even]
@@ -138,59 +127,56 @@ def summary(ds) -> dict:
         combined = float(z.sum() / np.sqrt(z.size))
         out["odd_gain_combined_z"] = combined
         out["odd_gain_min_z"] = float(z.min())
+        out["odd_gain_n_more"], out["odd_gain_n"] = int(np.sum(z > 0)), int(z.size)
         out["odd_block_more_pairs"] = bool(combined > ODD_COMBINED_Z and z.min() > -ODD_AGAINST_Z)
     return out
 
 
-def page_values(stats) -> dict:
-    """Plain values the page glues beside :func:`summary`: ``word_odd``, which the chapter
-    quotes (a cross-page glue carries text only)."""
-    return {"word_odd": "more" if stats.get("odd_block_more_pairs") else "not clearly more"}
-
-
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent phrases (Markdown): ``even_verdict`` and ``odd_verdict``."""
-    gains = ", ".join(f"N = {k.split('_')[0]}, $\\beta$ = {k.split('_')[1]}: {v:+.1f}"
-                      for k, v in stats.get("odd_gain_z", {}).items())
-    return {
-        "even_verdict": (
-            f"Not one of the {stats['even_configs']:,} configurations with a ReLU block has an "
-            "antipodal pair at $T$, and at every $(N, \\beta)$ at least "
-            f"{stats['even_single_min']:.1%} of them have become one cluster."
-            if stats.get("even_block_no_pairs") else
-            f"{stats.get('even_pairs', 0):,} configurations with a ReLU block have an antipodal "
-            "pair at $T$: against the limit's exclusion, to be explained."),
-        "odd_verdict": (
-            ("The erf block gives more configurations with an antipodal pair than the paper's "
-             "model: " if stats.get("odd_block_more_pairs") else
-             "This run does not show that the erf block gives more configurations with an "
-             "antipodal pair than the paper's model: ")
-            + f"the two-proportion z of its excess is {gains}, "
-            f"{stats.get('odd_gain_combined_z', float('nan')):.1f} combined (Stouffer; the "
-            f"verdict needs more than {ODD_COMBINED_Z:g} and no point below "
-            f"-{ODD_AGAINST_Z:g}).")}
+    """The page's plain-text verdict, which the chapter quotes too: ``verdict``."""
+    checks = []
+    if "even_block_no_pairs" in stats:
+        checks.append((stats["even_block_no_pairs"], "not one configuration with a ReLU block "
+                       "has an antipodal pair at T", f"{stats['even_pairs']:,} configurations "
+                       "with a ReLU block still have an antipodal pair at T"))
+    if "odd_block_more_pairs" in stats:
+        checks.append((stats["odd_block_more_pairs"], "an erf block gives more configurations "
+                       f"with an antipodal pair than the paper's model at "
+                       f"{stats['odd_gain_n_more']} of {stats['odd_gain_n']} points (combined z "
+                       f"{stats['odd_gain_combined_z']:.1f})", "this run does not "
+                       "show that an erf block gives more configurations with an antipodal pair"))
+    return {"verdict": verdict(checks)}
 
 
-def table(stats):
-    """By (N, beta): the fraction of configurations with an antipodal pair without a block
-    and with each, and the share of balanced splits among the antipodal two-cluster
-    outcomes (a DataFrame)."""
-    import pandas as pd
+def tables(stats) -> dict[str, str]:
+    """The page's folded table (Markdown) ``fractions``: by (N, beta), the fraction of
+    configurations with an antipodal pair without a block and with each, the share of
+    balanced splits among the antipodal two-cluster outcomes (a column left out where no
+    arm has any), and the two-proportion z of the odd block's excess."""
+    rows = list(stats["rows"].items())
+    arms = [k for k in rows[0][1] if not k.endswith("_balanced")]
+    balanced = [a for a in arms if any(np.isfinite(row[f"{a}_balanced"]) for _, row in rows)]
+    names = {a: "no block" if a == "none" else a for a in arms}
+    header = (["N, β"] + [f"antipodal pair, {names[a]}" for a in arms]
+              + [f"balanced share, {names[a]}" for a in balanced])
+    gains = stats.get("odd_gain_z", {})
+    if gains:
+        header.append("z of the erf excess")
+    def share(value):  # three decimals, a dash where undefined
+        return None if np.isnan(value) else f"{value:.3f}"
 
-    rows = []
-    for key, row in stats["rows"].items():
-        acts = [k for k in row if k != "none" and not k.endswith("_balanced")]
+    body = []
+    for key, row in rows:
         n, beta = key.split("_")
-        rows.append({"N": int(n), "beta": float(beta), "no block": row["none"],
-                     **{f"{a} block": row[a] for a in acts},
-                     "balanced share, no block": row["none_balanced"],
-                     **{f"balanced share, {a}": row[f"{a}_balanced"] for a in acts}})
-    return pd.DataFrame(rows).set_index(["N", "beta"]).round(3)
+        body.append([f"{n}, {beta}"] + [share(row[a]) for a in arms]
+                    + [share(row[f"{a}_balanced"]) for a in balanced]
+                    + ([signed(gains[key])] if gains else []))
+    return {"fractions": markdown_table(header, body)}
 
 
 def plot(ds):
-    """Left: fraction with an antipodal pair against beta, per N, for the paper's model and
-    each block.  Right: the sizes of the antipodal splits at the largest beta."""
+    """Top: fraction with an antipodal pair against beta, per N, for the paper's model and
+    each block.  Bottom: the sizes of the antipodal splits at the largest beta."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
@@ -200,7 +186,7 @@ def plot(ds):
     arms = [("no block (r = 0)", acts[0], 0.0)] + [(f"{a} block (r = {r_block:g})", a, r_block)
                                                     for a in acts]
     colours = palette(len(arms))
-    fig, (ax, axs) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    fig, (ax, axs) = plt.subplots(2, 1, figsize=(7.2, 7.4))
     for colour, (label, act, r) in zip(colours, arms):
         for ls, n in zip(("-", "--", ":"), ds.n_tokens.values):
             sub = ds.sel(n_tokens=n, activation=act, r=r)
@@ -212,7 +198,7 @@ def plot(ds):
     ax.set_xlabel(r"$\beta$")
     ax.set_ylabel("P(an antipodal pair at T)")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend()
+    ax.legend(ncol=2)
     top = float(ds.beta.max())
     width = 0.8 / len(arms)
     n_max = int(ds.n_tokens.max())

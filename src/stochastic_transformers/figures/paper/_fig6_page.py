@@ -1,4 +1,4 @@
-r"""Figure 6's page: the sentences that read its summary, and its tables.
+r"""Figure 6's page: panel (b) of its plot, the sentences that read its summary, its tables.
 
 Built from :func:`.fig6.summary` alone, so that the notebook's only hidden code is the glue
 call: :func:`phrases` gives the verdict sentences (Markdown, ``{glue:md}``), the tables
@@ -10,16 +10,40 @@ from __future__ import annotations
 import numpy as np
 
 
-def phrases(stats, scale, *, z_max) -> dict[str, str]:
-    """``increasing_reading``, ``parity_reading``, ``balanced_reading`` (every balanced |z| at
-    most ``z_max``, and what the comparison tests), ``odd_reading`` and ``timing_note`` (a
-    run at ``scale="smoke"`` is too small to time)."""
+def plot_splits(ax, sub, colour, even):
+    """Panel (b) for one N: its antipodal pairs at T from unbalanced splits and, for even N,
+    from balanced ones with their limit prediction (crosses)."""
+    ax.plot(sub.beta, sub.p_antipodal_unbalanced, "s--", ms=2.5, lw=1.0, color=colour,
+            mfc="white")
+    if even:
+        ax.fill_between(sub.beta, sub.p_antipodal_balanced_low, sub.p_antipodal_balanced_high,
+                        color=colour, alpha=0.22, lw=0)
+        ax.plot(sub.beta, sub.p_antipodal_balanced, "o-", ms=3, lw=1.3, color=colour)
+        ax.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=6, mew=1.3,
+                color="0.15", zorder=5)
+
+
+def splits_legend(ax):
+    """Panel (b)'s legend (the colours are those of panel (a)), labels and title."""
+    from matplotlib.lines import Line2D
+
+    ax.legend(handles=[
+        Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4, label="balanced split (even N)"),
+        Line2D([], [], color="0.15", marker="x", ls="none", ms=6, mew=1.3,
+               label="balanced: limit prediction"),
+        Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
+               label="unbalanced split")], loc="upper left", frameon=True)
+    ax.set(ylim=(-0.02, 1.02), ylabel="fraction", xlabel=r"$\beta$",
+           title="(b) antipodal pairs by the split the tokens merged into")
+
+
+def phrases(stats, *, z_max) -> dict[str, str]:
+    """``onset`` (where the curves leave zero, and their values at the largest beta),
+    ``parity_reading``, ``balanced_reading`` (every balanced |z| at most ``z_max``, and
+    what the comparison tests) and ``odd_reading``."""
     parity, odd = stats["even_onset_earlier"], stats.get("odd_all_unbalanced")
     return {
-        "increasing_reading": (
-            "At the largest $\\beta$ the fraction grows with $N$: more tokens, more pairs that "
-            "can end antipodal." if stats["increasing_in_n_at_last_beta"] else
-            "At the largest $\\beta$ the fraction is not monotone in $N$ in this run."),
+        "onset": _onset(stats),
         "parity_reading": (
             "This run has only one parity of $N$, so it cannot show an effect of parity on the "
             "onset." if parity is None else
@@ -30,53 +54,60 @@ def phrases(stats, scale, *, z_max) -> dict[str, str]:
             "zero no later than some even $N$."),
         "balanced_reading": _balanced_reading(stats, z_max),
         "odd_reading": (
-            "No odd $N$ ever merged into a balanced split (it has none), so all its clustered "
-            "antipodal pairs are unbalanced splits, which the limit dynamics breaks up and "
-            "which survive only as long as they hover (softmax at large $\\beta$). That is the "
-            "parity effect: even $N$ reach balanced splits, which are as stable as two tokens "
-            "above $\\beta_c$." if odd else
+            "No odd $N$ ever merged into a balanced split (it has none): all its antipodal "
+            "pairs come from unbalanced splits, which the limit dynamics breaks up and which "
+            "survive only while they hover (softmax at large $\\beta$). Even $N$ also reach "
+            "balanced splits, as stable as two tokens above $\\beta_c$: that is the parity "
+            "effect." if odd else
             "**Some odd $N$ merged into a balanced split, which it does not have: the split "
-            "counts are wrong.**"),
-        "timing_note": (
-            "A smoke run is too small to time: compilation and start-up dominate."
-            if scale == "smoke" else
-            "The median over points leaves out the one-off compilation that the first point "
-            "of a fresh process pays.")}
+            "counts are wrong.**")}
+
+
+def _onset(stats) -> str:
+    per_n, b_last = stats["per_n"], stats["beta_last"]
+    found = {n: r["first_beta_positive"] for n, r in per_n.items()
+             if np.isfinite(r["first_beta_positive"])}
+    if not found:
+        return "for no $N$ does the 95% band of the fraction leave zero."
+    who = ("for every $N$" if len(found) == len(per_n) else
+           "for $N$ = " + ", ".join(str(n) for n in found) + " only")
+    lo, hi = min(found.values()), max(found.values())
+    last = {n: r["p_last"] for n, r in per_n.items()}
+    n_lo, n_hi = min(last, key=last.get), max(last, key=last.get)
+    return (f"{who} the 95% band of the fraction leaves zero, from $\\beta$ = {lo:g}"
+            + (f" to {hi:g} depending on $N$" if hi > lo else "")
+            + f", and at $\\beta$ = {b_last:g} the fraction is {last[n_lo]:.0%} (N = {n_lo}) "
+            f"to {last[n_hi]:.0%} (N = {n_hi})"
+            + (", growing with $N$." if stats["increasing_in_n_at_last_beta"] else "."))
 
 
 def _balanced_reading(stats, z_max) -> str:
     agree = stats.get("balanced_agree")
     if agree is None:
-        return ("This run has no even $N$, hence no balanced split to compare with its limit "
-                "prediction.")
+        return "This run has no even $N$, hence no balanced split to compare."
     verdict = (f"Every balanced count is within {z_max:g} standard errors of its limit "
                "prediction. " if agree else
                f"**Some balanced count is more than {z_max:g} standard errors from its limit "
                "prediction.** ")
+    pq = stats["balanced_mean_pq_max"]
     if not stats.get("balanced_prediction_sharp"):
         return verdict + (
-            "At the merge the prediction is still uncertain for many trajectories (the mean "
-            "of $p(1-p)$ over the balanced splits, $p$ being a trajectory's predicted "
-            f"probability, reaches {stats['balanced_mean_pq_max']:.2f}), so the agreement also "
-            "tests how the balanced chain decides between merging and ending antipodal; it "
-            "does not test which split the $N$ tokens reach, which is measured here, not "
-            "predicted.")
+            f"At the merge the prediction is still uncertain (the mean of $p(1-p)$ over the "
+            f"balanced splits, $p$ a trajectory's predicted probability, reaches {pq:.2f}), so "
+            "this also tests how a balanced split decides; which split the $N$ tokens reach "
+            "is measured here, not predicted.")
     return verdict + (
-        "What this comparison tests is narrow. At the merge the prediction is already almost "
-        "certain for each trajectory: the mean of $p(1-p)$ over the balanced splits is at "
-        f"most {stats['balanced_mean_pq_max']:.2g}, $p$ being a trajectory's predicted "
-        "probability (exactly 0 below $\\beta_c$), and the standard error of a predicted "
-        f"count is at most {stats['balanced_se_max']:.1f} trajectories. Above $\\beta_c$ the "
-        "two groups are by then nearly antipodal or close to merging, so the agreement checks "
-        "that a balanced split, once formed, ends as the two-token diffusion says from where "
-        "it is, and that the count at $T$ has reached the $T \\to \\infty$ probability it is "
-        "compared with. It does not test which split the $N$ tokens reach, nor how often they "
-        "reach a balanced one: that is measured here, not predicted.")
+        "What this comparison tests is narrow: at the merge the prediction is already almost "
+        f"certain (the mean of $p(1-p)$ over the balanced splits is at most {pq:.2g}, $p$ a "
+        "trajectory's predicted probability; the standard error of a predicted count is at "
+        f"most {stats['balanced_se_max']:.1f} trajectories). It checks that a balanced split, "
+        "once formed, ends as the two-token diffusion says from where it is; which split the "
+        "$N$ tokens reach, and how often it is balanced, is measured here, not predicted.")
 
 
 def landmarks_table(stats):
     """Per N: the antipodal fraction at beta = 0, where its band leaves zero, at the largest
-    beta with its band, its largest value, the least clustered fraction, the mean clusters."""
+    beta with its band, the least clustered fraction, the mean clusters."""
     import pandas as pd
 
     b_last = stats["beta_last"]
@@ -90,7 +121,6 @@ def landmarks_table(stats):
         "band above 0 from β": beta(s["first_beta_positive"]),
         f"at β = {b_last:g} [95% band]": f"{100 * s['p_last']:.0f}% "
                                           f"[{100 * s['low_last']:.0f}, {100 * s['high_last']:.0f}]%",
-        "largest (at β)": f"{100 * s['p_max']:.0f}% ({s['beta_at_max']:g})",
         "clustered, at least": f"{100 * s['min_clustered']:.0f}%",
         f"mean clusters at β = {b_last:g}": f"{s['mean_clusters_last']:.2f}",
     } for n, s in stats["per_n"].items()]).set_index("N")

@@ -1,11 +1,8 @@
-r"""Figure 7's page: its discretisation check, the sentences that read its summary, its tables.
+r"""Figure 7's page: its discretisation check, its verdict and its tables (Markdown).
 
 The page reruns the beta with the most losses at four times the layers per unit time
 (:func:`.fig7.discretisation_check`) and compares the relative drops of the two-group
-configurations at both steps (:func:`split_drop`, :func:`depth_check_verdicts`).  The
-verdict sentences (:func:`phrases`, :func:`check_phrases`; Markdown for ``{glue:md}``) and
-the tables are built here from :func:`.fig7.summary` and the two runs, so that the
-notebook's only hidden code is the glue call.
+configurations at both steps (:func:`split_drop`, :func:`depth_check_verdicts`).
 """
 
 from __future__ import annotations
@@ -99,153 +96,103 @@ def _and_list(items) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def others_text(stats) -> dict[str, str]:
-    """For the chapter: the betas other than the one with the most losses, and their
-    fractions with an antipodal pair at ``t_ref`` and at T, as text."""
-    others = {b: s for b, s in stats["per_beta"].items() if b != stats["most_lost_beta"]}
-    return {"betas": _and_list(f"{b:g}" for b in others),
-            "p_ref": _and_list(f"{s['p_ref']:.3f}" for s in others.values()),
-            "p_final": _and_list(f"{s['p_final']:.3f}" for s in others.values())}
+def _signed(x, digits=1) -> str:
+    """``x`` with its sign (a true minus sign, U+2212), never ``-0.0``."""
+    return f"{round(float(x), digits) + 0.0:+.{digits}f}".replace("-", "\u2212")
 
 
-def phrases(stats, scale, *, z_max, min_merged) -> dict[str, str]:
-    """``persist_reading`` (merged splits within ``z_max`` standard errors of their
-    prediction, at the times with ``min_merged``), ``balanced_reading``, ``loss_reading``,
-    ``compare_reading`` (the paper's claims) and ``timing_note``."""
-    agree, holds, t_cl = (stats.get("persist_agree"), stats["most_lost"]["balanced_holds"],
-                          stats["t_clustered_95_max"])
-    steady = [b for b, s in stats["per_beta"].items() if s["unchanged"]]
-    moving = [b for b in stats["per_beta"] if b not in steady]
-    compare = (
-        (f"95% of the trajectories are clustered by $t$ = {t_cl:.3g} at every $\\beta$ "
-         f"({stats['t_clustered_95_share']:.1%} of the horizon)" if np.isfinite(t_cl) else
-         "at some $\\beta$ fewer than 95% of the trajectories are clustered by $T$")
-        + ("; the claim holds exactly at $\\beta$ = " + _and_list(f"{b:g}" for b in steady)
-           + ": not one trajectory changes status after $t = T/10$" if steady else "")
-        + ("; at $\\beta$ = " + _and_list(f"{b:g}" for b in moving) + " the fraction moves "
-           "between $t = T/10$ and $T$ (the first table's columns *lost* and *gained*)"
-           if moving else "") + ".")
-    return {
-        "persist_reading": (
-            "No split has enough merged trajectories to compare with its prediction."
-            if agree is None else
-            f"Every compared time is within {z_max:g} standard errors of the limit prediction "
-            f"(times with at least {min_merged} merged trajectories)." if agree else
-            f"**Some compared time is more than {z_max:g} standard errors from the limit "
-            "prediction.**"),
-        "balanced_reading": ("with an odd $N$ there are no equal groups" if holds is None else
-                             "the count with equal groups does not fall" if holds else
-                             "the count with equal groups falls too"),
-        "loss_reading": (
-            "Such losses are what a merely metastable antipodal state would produce, unless "
-            "they come from the finite step $1/\\sqrt{L}$; the check below tests that."
-            if stats["lost_total"] else
-            "**No antipodal pair breaks up** in this run, at any $\\beta$."),
-        "compare_reading": compare,
-        "timing_note": (
-            "A smoke run is too small to time: compilation and start-up dominate."
-            if scale == "smoke" else
-            "The median over cells leaves out the one-off compilation that the first cell of a "
-            "fresh process pays.")}
+def verdict(stats, level_tol) -> str:
+    """The opening's verdict on the paper's two claims (Markdown): clustering before T/10 at
+    every beta, and a fraction with an antipodal pair that stays within ``level_tol`` of its
+    value at T from ``t_ref`` on."""
+    rows, t95 = stats["per_beta"], stats["t_clustered_95_max"]
+    flat = [b for b, r in rows.items() if r["max_dev_after_ref"] <= level_tol]
+    moved = [b for b in rows if b not in flat]
+    early = bool(np.isfinite(t95) and t95 <= stats["T"] / 10)
+    word = ("Reproduced" if early and not moved else
+            "Not reproduced" if not (early or flat) else "Partly reproduced")
+    clustering = (f"95% of the trajectories are clustered by $t$ = {t95:.3g} at every $\\beta$"
+                  if early else "at some $\\beta$ fewer than 95% of the trajectories are "
+                  "clustered by $T/10$")
+
+    def betas(bs):
+        return "$\\beta$ = " + _and_list(f"{b:g}" for b in bs)
+
+    holds = (f"from $t$ = {stats['t_ref']:.0f} on the fraction with an antipodal pair stays "
+             f"within {100 * level_tol:g} points of its value at $T$ at " + betas(flat)
+             if flat else "the fraction with an antipodal pair moves after $t = T/10$ at every "
+             "$\\beta$")
+    if flat and moved:
+        holds += ", but not at " + betas(moved)
+    return f"**{word}:** {clustering}, and {holds}."
 
 
-def check_phrases(ds, check, beta) -> dict[str, str]:
-    """``check_reading`` (what the drops at L and 4L say, split by split) and
-    ``check_code_reading`` (whether both runs come from the same simulation code)."""
-    n_tok, L_run = int(ds.attrs["fixed_n_tokens"]), int(ds.attrs["fixed_L"])
-    match = check_matches(ds, check, beta)
-    verdicts = depth_check_verdicts(split_drop(ds, beta), split_drop(check, beta))
-    text = "; ".join(
-        f"for {m} vs {n_tok - m} the losses "
-        + ("persist at the finer step, so they are not only a discretisation artefact"
-           if v["persists"] else "do not clearly persist at the finer step")
-        + ("; the drop is smaller there by more than two standard errors, so part of it "
-           "may come from the discretisation" if v["discretisation_part"] else
-           "; the two drops agree within two standard errors" if abs(v["z"]) <= 2
-           else "; the drop is larger there by more than two standard errors")
-        for m, v in verdicts.items())
-    code = (
-        "Both runs come from the same version of the simulation code." if match["same_code"] else
-        "The two runs come from different versions of the simulation code: the finer one "
-        f"(version {match['code_version_check']}) "
-        + ("ran the full $N$-token map up to $T$" if match["reduced_check"] is False else
-           "took the reduced path")
-        + f", the run at $L$ = {L_run} (version {match['code_version']}) "
-        + ("took the reduced path, which continues on the exact two-cluster chain once the "
-           "tokens occupy two points" if match["reduced"] else "ran the full $N$-token map")
-        + ". The chain is exact in law for two-point configurations, and the reduced path's "
-          "outcomes agree in law with the full map's (chapter *Reproducing*, section *Does the "
-          "two-cluster reduction change outcomes?*), so the comparison stands, but it is not "
-          "like for like: rerunning the finer step with the current code would make it so.")
-    return {"check_reading": (text[0].upper() + text[1:] + "." if text else
-                              "No split's count falls at the coarser step, so there is no drop "
-                              "to compare."),
-            "check_code_reading": code}
-
-
-def persistence_table(stats):
-    """Per beta: when 95% are clustered, when at most 1% still change, the antipodal fraction
-    at ``t_ref`` and at T, the trajectories lost and gained, the two-group configurations."""
-    import pandas as pd
+def tables(stats) -> dict[str, str]:
+    """``table``: per beta the clustering time, the antipodal fraction at ``t_ref`` and at T,
+    the trajectories lost and gained, and the two-group configurations by split;
+    ``merged_table``: the merged splits against the reduction (empty without them)."""
+    n, t_ref = stats["n_tokens"], stats["t_ref"]
 
     def when(t):
         return f"{t:.3g}" if np.isfinite(t) and t < stats["T"] else "–"
 
-    n_tok = stats["n_tokens"]
-    return pd.DataFrame([{
-        "β": f"{b:g}",
-        "95% clustered from t": when(s["t_clustered_95"]),
-        "clustered at T": f"{100 * s['p_clustered_final']:.0f}%",
-        "≤ 1% change after t": when(s["t_settle_99"]),
-        f"antipodal at t = {stats['t_ref']:g}": f"{100 * s['p_ref']:.1f}%",
-        "at T [95% band]": f"{100 * s['p_final']:.1f}% [{100 * s['low_final']:.1f}, "
-                           f"{100 * s['high_final']:.1f}]%",
-        "lost": f"{s['lost']:,}", "gained": f"{s['gained']:,}",
-        "largest distance": f"{100 * s['max_dev_after_ref']:.1f} points",
-        **{f"{m} vs {n_tok - m}": f"{s['split_ref'][m]:,} → {s['split_final'][m]:,}"
-           for m in s["split_ref"]},
-    } for b, s in stats["per_beta"].items()]).set_index("β")
-
-
-def merged_table(stats):
-    """Per beta and split: the trajectories merged by T, their antipodal fraction at T
-    against the prediction, z at T and the largest |z| over the times compared (None
-    without merged splits)."""
-    import pandas as pd
-
-    n_tok = stats["n_tokens"]
-    rows = [{"β": f"{b:g}", "split": f"{m} vs {n_tok - m}", "merged": f"{r['n_merged_final']:,}",
-             "antipodal at T": f"{100 * r['p_final']:.1f}%",
-             "predicted": f"{100 * r['predicted_final']:.1f}%", "z at T": f"{r['z_final']:+.1f}",
-             "times compared": r["n_times_compared"],
-             "largest |z|": f"{r['max_abs_z']:.1f}" if r["n_times_compared"] else "–"}
+    splits = list(next(iter(stats["per_beta"].values()))["split_ref"])
+    head = ("| $\\beta$ | 95% clustered by $t$ | ≤ 1% still change after $t$ "
+            f"| antipodal at $t$ = {t_ref:.3g} | at $T$ [95% band] | lost | gained | "
+            + " | ".join(f"{m} vs {n - m}" for m in splits) + " |\n"
+            + "|---" * (7 + len(splits)) + "|\n")
+    table = head + "\n".join(
+        f"| {b:g} | {when(s['t_clustered_95'])} | {when(s['t_settle_99'])} "
+        f"| {100 * s['p_ref']:.1f}% | {100 * s['p_final']:.1f}% [{100 * s['low_final']:.1f}, "
+        f"{100 * s['high_final']:.1f}] | {s['lost']:,} | {s['gained']:,} | "
+        + " | ".join(f"{s['split_ref'][m]:,} → {s['split_final'][m]:,}" for m in splits) + " |"
+        for b, s in stats["per_beta"].items())
+    rows = [f"| {b:g} | {m} vs {n - m} | {r['n_merged_final']:,} | {100 * r['p_final']:.1f}% "
+            f"| {100 * r['predicted_final']:.1f}% | "
+            + (f"{r['max_abs_z']:.1f} ({r['n_times_compared']})" if r["n_times_compared"]
+               else "–") + " |"
             for b, s in stats["per_beta"].items() for m, r in s.get("merged", {}).items()]
-    return pd.DataFrame(rows).set_index(["β", "split"]) if rows else None
+    merged = ("| $\\beta$ | split | merged by $T$ | antipodal at $T$ | predicted "
+              "| largest \\|z\\| (times) |\n|---|---|---|---|---|---|\n" + "\n".join(rows)
+              if rows else "")
+    return {"table": table, "merged_table": merged}
 
 
-def check_table(ds, check, beta):
-    """Per split: the relative drop at L and at 4L (± one standard error) and their z."""
-    import pandas as pd
+def check_text(ds, check, beta) -> str:
+    """The discretisation check (Markdown): one sentence per split whose count falls, a
+    sentence on the code of the two runs, and the table of drops at L and 4L."""
+    n_tok, L = int(ds.attrs["fixed_n_tokens"]), int(ds.attrs["fixed_L"])
+    coarse, fine = split_drop(ds, beta), split_drop(check, beta)
+    verdicts = depth_check_verdicts(coarse, fine)
+    said = " ".join(
+        f"For {m} vs {n_tok - m} the drop "
+        + ("is still there at the finer step" if v["persists"] else
+           "is not clearly there at the finer step")
+        + (" and smaller by more than two standard errors: part of it is the discretisation."
+           if v["discretisation_part"] else
+           f" and the same within two standard errors (z = {_signed(v['z'])}): the losses "
+           "belong to the dynamics." if abs(v["z"]) <= 2 else
+           " and larger by more than two standard errors.")
+        for m, v in verdicts.items()) or "No split's count falls at the coarser step."
+    match = check_matches(ds, check, beta)
+    if not match["same_code"]:
+        said += (f" The finer run comes from simulation code version "
+                 f"{match['code_version_check'].split('+')[0]}, "
+                 + ("which ran the full $N$-token map up to $T$" if match["reduced_check"] is
+                    False else "which took the reduced path")
+                 + "; the run shown continues on the exact two-cluster chain once the tokens "
+                   "occupy two points. Both agree in law (chapter *Reproducing*), so the "
+                   "comparison stands, though it is not like for like.")
 
     def drop(d):
         if not np.isfinite(d["drop"]):
             return "none formed"
         if d["final"] >= d["ref"]:
-            return f"no drop ({d['ref']:,} → {d['final']:,})"
+            return f"none ({d['ref']:,} → {d['final']:,})"
         return f"{100 * d['drop']:.0f} ± {100 * d['se']:.0f}% ({d['ref']:,} → {d['final']:,})"
 
-    n_tok, L_run = int(ds.attrs["fixed_n_tokens"]), int(ds.attrs["fixed_L"])
-    coarse, fine = split_drop(ds, beta), split_drop(check, beta)
-    verdicts = depth_check_verdicts(coarse, fine)
-    return pd.DataFrame([{
-        "split": f"{m} vs {n_tok - m}", f"drop at L = {L_run}": drop(coarse[m]),
-        f"at L = {4 * L_run}": drop(fine[m]),
-        "z (difference / SE)": f"{verdicts[m]['z']:+.1f}" if m in verdicts else "–"}
-        for m in coarse]).set_index("split")
-
-
-def fraction_table(ds):
-    """The fraction with an antipodal pair at about 13 of the recorded times, per beta."""
-    n_t = ds.sizes["time"]
-    shown = np.unique(np.r_[np.arange(0, n_t, max(1, n_t // 12)), n_t - 1])
-    return ds.p_antipodal_pair.isel(time=shown).to_pandas().T.round(3)
+    rows = "\n".join(f"| {m} vs {n_tok - m} | {drop(coarse[m])} | {drop(fine[m])} | "
+                     + (_signed(verdicts[m]["z"]) if m in verdicts else "–") + " |"
+                     for m in coarse)
+    return (f"{said}\n\n| split | drop at $L$ = {L} | at $L$ = {4 * L} | z |\n"
+            f"|---|---|---|---|\n{rows}")

@@ -1,39 +1,21 @@
 r"""Figure 1: the attention field on the circle, before and after normalisation.
 
-Three tokens on :math:`S^1`: a moving token :math:`X` and two fixed tokens
-:math:`X^1, X^2`.  With :math:`Q = K = \mathrm{Id}` the unnormalised attention that
-:math:`X` receives from the sequence :math:`\boldsymbol X = (X, X^1, X^2)` is
-
-.. math::
-
-    A^U_\beta(X, \boldsymbol X) = \tfrac13\bigl(e^{\beta} X
-        + e^{\beta\langle X, X^1\rangle} X^1 + e^{\beta\langle X, X^2\rangle} X^2\bigr),
-
-which points mostly *out of* the circle (the self term :math:`e^\beta X` is radial).
-Token-wise RMS normalisation turns the residual update into motion on the sphere (paper
-section 3.3): with the identity as value matrix, as in the deterministic attention flow
-(Lemma 2) and the hybrid model's limit (Lemma 3), the token moves to first order along
-the tangent projection :math:`P^\perp_X[A] = A - \langle X, A\rangle X`, and the self
-term drops out of it.  In the stochastic Transformer of Theorem 1 the random value matrix
-rotates :math:`A` first, so the first-order move is :math:`P^\perp_X[V A]`: all of
-:math:`A`, self term included, drives the noise, and the drift of the limit is the
-radial Ito term.
-
-On the circle the projected field is a scalar multiple of the unit tangent
-:math:`\tau(\theta) = (-\sin\theta, \cos\theta)` at :math:`X = (\cos\theta, \sin\theta)`:
+A moving token :math:`X` and two fixed tokens :math:`X^1, X^2` on :math:`S^1`, with
+:math:`Q = K = \mathrm{Id}`: the unnormalised attention
+:math:`A^U_\beta(X, \boldsymbol X) = \tfrac13\bigl(e^{\beta} X + e^{\beta\langle X, X^1\rangle}
+X^1 + e^{\beta\langle X, X^2\rangle} X^2\bigr)` points mostly out of the circle, and its
+tangent projection :math:`P^\perp_X[A] = A - \langle X, A\rangle X`, what normalisation
+keeps when the value matrix is the identity, is a multiple of the unit tangent
+:math:`\tau(\theta) = (-\sin\theta, \cos\theta)`:
 
 .. math::
 
     \langle P^\perp_X[A^U], \tau\rangle = \tfrac13\sum_{k=1,2}
         e^{\beta\cos(\theta - \theta_k)}\sin(\theta_k - \theta).
 
-Its zeros are the rest points of a third token under the deterministic flow; we list
-them with their stability.  With softmax attention the field is the same up to a positive
-factor at every point, so the directions and rest points do not change.
-
-The figure needs no simulation: :func:`run` evaluates the field
-(:func:`stochastic_transformers.attention.attention_paths_last`, one configuration
-:math:`(X, X^1, X^2)` per point of the circle) and returns a small dataset.
+Its zeros are the rest points of a third token under the deterministic flow.  No
+simulation: :func:`run` evaluates the field with
+:func:`stochastic_transformers.attention.attention_paths_last`.
 """
 
 
@@ -149,9 +131,12 @@ def pull_peak_angle(beta):
     if beta == 0.0:
         return 90.0
     return math.degrees(math.acos((math.sqrt(1.0 + 4.0 * beta * beta) - 1.0) / (2.0 * beta)))
+
+
 def summary(ds) -> dict:
-    """Numbers the notebook quotes: sizes of the radial and tangential parts, rest points,
-    and whether the midpoint of the shorter arc between the fixed tokens attracts.
+    """Numbers the page quotes: how radial the unnormalised field is, how tangent its
+    projection, the rest points, and whether the midpoint of the shorter arc between the
+    fixed tokens attracts.
 
     By symmetry that midpoint is a rest point; it attracts iff the half-separation is
     below :func:`pull_peak_angle` (beyond it each token's pull weakens with distance).
@@ -163,7 +148,6 @@ def summary(ds) -> dict:
     is positive everywhere on the fine grid (the field points out of the circle).
     """
     a_norm = np.linalg.norm(ds.field.values, axis=-1)
-    p_norm = np.linalg.norm(ds.tangent_field.values, axis=-1)
     t1, t2 = (float(v) for v in ds.attrs["token_angles_deg"])
     gap = (t2 - t1) % 360.0
     half = gap / 2 if gap <= 180 else (360.0 - gap) / 2
@@ -189,17 +173,12 @@ def summary(ds) -> dict:
         "beta": float(ds.attrs["beta"]),
         "token_angles": [float(v) for v in ds.attrs["token_angles_deg"]],
         "min_radial": float(ds.radial_fine.min()),
-        "max_radial": float(ds.radial_fine.max()),
         "field_points_outward": bool(float(ds.radial_fine.min()) > 0),
-        "max_tangential": float(np.abs(ds.tangential_fine).max()),
         "mean_radial_share": float(np.mean(np.abs(ds.radial.values) / a_norm)),
         "max_abs_dot_x": float(np.abs(np.sum(ds.tangent_field.values * ds.position.values,
                                              axis=-1)).max()),
-        "max_field_norm": float(a_norm.max()),
-        "max_tangent_norm": float(p_norm.max()),
-        "stable_rest": [float(v) for v, s in zip(ds.rest_angle.values, ds.rest_stable.values) if s],
-        "unstable_rest": [float(v) for v, s in zip(ds.rest_angle.values, ds.rest_stable.values)
-                          if not s],
+        "stable_rest": [float(v) for v in rest[stable]],
+        "unstable_rest": [float(v) for v in rest[~stable]],
     }
 
 
@@ -207,29 +186,31 @@ def _degrees(values) -> str:
     return ", ".join(f"{v:.1f}°" for v in values) if values else "none"
 
 
-def texts(stats) -> dict[str, str]:
-    """The page's plain-text phrases: the stable and the unstable rest points, in degrees."""
-    return {"stable_rest_text": _degrees(stats["stable_rest"]),
-            "unstable_rest_text": _degrees(stats["unstable_rest"])}
-
-
 def phrases(stats) -> dict[str, str]:
-    """The page's verdict phrases (Markdown): ``radial_reading``, where the field points,
-    and ``midpoint_reading``, what the midpoint between the fixed tokens does."""
-    radial = ("the field points out of the circle everywhere" if stats["field_points_outward"]
-              else "the field has a large radial part, pointing inwards in places")
-    if stats["midpoint_attracts_arc"]:
-        midpoint = ("attracts, and it is the only rest point between them: a token placed "
-                    "anywhere between them ends at the midpoint")
-    elif stats["midpoint_stable"]:
-        others = [v for v in stats["stable_rest_on_arc"] + stats["unstable_rest_on_arc"]
-                  if abs((v - stats["midpoint"] + 180) % 360 - 180) > 1e-3]
-        midpoint = (f"attracts, but it is not the only rest point between them (others at "
-                    f"{_degrees(others)}): a token near the midpoint ends there")
+    """The page's words (plain text): ``verdict`` (whether the paper's point is reproduced),
+    the rest points in degrees (``stable_rest_text``, ``unstable_rest_text``) and
+    ``midpoint_reading``, what the midpoint between the fixed tokens does."""
+    tangent = stats["max_abs_dot_x"] < 1e-12
+    if stats["field_points_outward"] and tangent:
+        verdict = (f"Reproduced: the unnormalised field points out of the circle everywhere "
+                   f"(on average {stats['mean_radial_share']:.0%} of an arrow is radial), and "
+                   "its projection is tangent to the circle up to rounding.")
+    elif tangent:
+        verdict = ("Partly reproduced: the projection is tangent to the circle, but with these "
+                   "settings the unnormalised field points into the circle in places.")
     else:
-        midpoint = ("repels: a token between them is drawn instead to the stable point beside "
-                    f"one of them ({_degrees(stats['stable_rest_on_arc'])})")
-    return {"radial_reading": radial, "midpoint_reading": midpoint}
+        verdict = "Not reproduced: the projected field is not tangent to the circle."
+    if stats["midpoint_attracts_arc"]:
+        midpoint = "attracts: a token placed anywhere between the two ends there"
+    elif stats["midpoint_stable"]:
+        midpoint = "attracts the tokens near it, but other rest points lie between the two"
+    else:
+        beside = " or ".join(f"{v:.1f}°" for v in stats["stable_rest_on_arc"]) or "none"
+        midpoint = ("repels: a token between the two is drawn to the stable point beside the "
+                    f"nearer one ({beside})")
+    return {"verdict": verdict, "midpoint_reading": midpoint,
+            "stable_rest_text": _degrees(stats["stable_rest"]),
+            "unstable_rest_text": _degrees(stats["unstable_rest"])}
 
 
 def plot(ds):
@@ -241,7 +222,7 @@ def plot(ds):
     col = palette(10)
     arrow_c, token_c, rest_c = col[0], col[3], col[2]
     x = ds.position.values
-    fig, axes = plt.subplots(1, 2, figsize=(10, 5.2))
+    fig, axes = plt.subplots(1, 2, figsize=(8.0, 4.2))
     circle = np.linspace(0, 2 * math.pi, 400)
     label = "A^U" if ds.attrs.get("attention", "unnormalized") == "unnormalized" else "A^S"
     titles = [rf"(a) ${label}_\beta(X, \mathbf{{X}})$",
@@ -249,31 +230,30 @@ def plot(ds):
     for ax, var, title in zip(axes, ("field", "tangent_field"), titles):
         ax.plot(np.cos(circle), np.sin(circle), color="0.6", lw=1)
         v = ds[var].values
-        # Each panel has its own arrow scale (the longest arrow is 0.8 of the radius);
+        # Each panel has its own arrow scale (the longest arrow is 0.7 of the radius);
         # the true lengths are in the titles.
         longest = float(np.linalg.norm(v, axis=-1).max())
         ax.quiver(x[:, 0], x[:, 1], v[:, 0], v[:, 1], angles="xy", scale_units="xy",
-                  scale=longest / 0.8 if longest > 0 else 1.0, color=arrow_c, width=0.006,
+                  scale=longest / 0.7 if longest > 0 else 1.0, color=arrow_c, width=0.006,
                   headwidth=3.5, headlength=4, zorder=4)
         ax.plot(x[:, 0], x[:, 1], "o", ms=2.5, color="0.3", zorder=3)
         for k, tok in enumerate(ds.tokens.values, start=1):
-            ax.plot(*tok, "o", ms=10, color=token_c, zorder=5)
-            ax.annotate(rf"$X^{k}$", tok, xytext=(0.78 * tok[0], 0.78 * tok[1]), ha="center",
+            ax.plot(*tok, "o", ms=9, color=token_c, zorder=5)
+            ax.annotate(rf"$X^{k}$", tok, xytext=(0.76 * tok[0], 0.76 * tok[1]), ha="center",
                         va="center", color=token_c)
-        ax.set(aspect="equal", xlim=(-1.9, 1.9), ylim=(-1.9, 1.9),
+        ax.set(aspect="equal", xlim=(-1.75, 1.75), ylim=(-1.75, 1.75),
                title=f"{title}\nlongest arrow: {longest:.2f}")
         ax.axis("off")
     ax = axes[1]
     for ang, stable in zip(ds.rest_angle.values, ds.rest_stable.values):
-        ax.plot(*_unit(np.deg2rad(ang)), marker="o", ms=8, mfc=rest_c if stable else "white",
+        ax.plot(*_unit(np.deg2rad(ang)), marker="o", ms=7, mfc=rest_c if stable else "white",
                 mec=rest_c, mew=1.5, ls="none", zorder=6)
-    ax.plot([], [], "o", ms=8, color=rest_c, label="stable rest point")
-    ax.plot([], [], "o", ms=8, mfc="white", mec=rest_c, mew=1.5, label="unstable rest point")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2)
-    angles = ", ".join(f"{v:g}°" for v in ds.attrs["token_angles_deg"])
-    return laid_out(fig, rf"Attention field on $S^1$ for $\mathbf{{X}} = (X, X^1, X^2)$: "
-                    rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "
-                    rf"$X^1, X^2$ at {angles}")
+    ax.plot([], [], "o", ms=7, color=rest_c, label="stable rest point")
+    ax.plot([], [], "o", ms=7, mfc="white", mec=rest_c, mew=1.5, label="unstable rest point")
+    fig.legend(loc="lower center", ncol=2)
+    angles = " and ".join(f"{v:g}°" for v in ds.attrs["token_angles_deg"])
+    return laid_out(fig, rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "
+                    rf"$X^1, X^2$ at {angles}", rect=(0, 0.06, 1, 0.94))
 
 
 FIGURE = Figure(

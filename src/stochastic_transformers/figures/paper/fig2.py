@@ -1,23 +1,13 @@
-"""Figure 2: validation accuracy of a deep attention-only ViT, identity vs Gaussian values.
+"""Figure 2: a deep attention-only ViT trained with constant or random value matrices.
 
-The paper (section 6, Figure 2) trains the attention-only Vision Transformer of
-:mod:`stochastic_transformers.vit` on CIFAR-10 twice: with one value matrix
-shared by all layers and initialised at the identity ("constant weights"), and
-with an independent i.i.d. Gaussian value matrix per layer ("random weights").
-The random initialisation reaches the higher validation accuracy.  The figure
-shows the mean validation accuracy over seeds and the min-max band, per epoch.
-
-Scales: ``smoke`` (seconds: a tiny network on the digits); ``quick``, the paper's network
-(128 attention layers of width 96) on scikit-learn's 8 x 8 digits, 10 seed pairs for a paired
-comparison (minutes on two cores, checkpointed in ``cache_dir``); ``paper``, the paper's
-CIFAR-10 run (hours on one GPU; ``data_dir`` defaults to ``$STOCHASTIC_TRANSFORMERS_CIFAR10``).
-
-The same seed gives both initialisations the same embeddings, Q, K, head and data order,
-so that they differ only in the value matrices: seed ``s`` of one curve is paired with seed
-``s`` of the other.  The runs are sequential (:func:`run`), each checkpointed after every
-epoch, so a killed ``reproduce`` resumes where it stopped.
+The paper (section 6) trains the ViT of :mod:`stochastic_transformers.vit` on CIFAR-10 with
+one identity value matrix shared by all layers ("constant") and with an independent Gaussian
+one per layer ("random"), and reports that the constant values degrade the accuracy.
+Scales: ``smoke`` (seconds), ``quick`` (the paper's network on scikit-learn's 8 x 8 digits,
+10 seed pairs, minutes on a CPU), ``paper`` (CIFAR-10, hours on a GPU); the book shows the
+committed CPU study (:data:`STAND_IN`).  Seed ``s`` gives both arms the same embeddings, Q,
+K, head and data order; every run is checkpointed after each epoch.
 """
-
 from __future__ import annotations
 
 import os
@@ -58,7 +48,7 @@ HARDER_TASK = {
 #: The committed CPU study the book shows in place of the paper scale (CIFAR-10 and a GPU):
 #: ``OMP_NUM_THREADS=1 reproduce fig2 --scale quick --set seeds=30`` on the digits
 #: (``results/fig2_cpu.nc``) and with :data:`HARDER_TASK` (``results/fig2_cpu_small.nc``).
-STAND_IN = ("cpu", "CPU study (the quick settings with 30 seed pairs)")
+STAND_IN = ("cpu", "CPU study at the quick settings with 30 seed pairs")
 STAND_IN_HARDER = "cpu_small"   # the committed harder task beside it
 
 
@@ -81,8 +71,7 @@ OWN_KNOBS = {"seeds": 5, "inits": INITS}
 #: Flat fields of ``training.TrainConfig`` that are not knobs (``betas``: Adam's, fixed).
 NOT_KNOBS = ("value_init", "seed", "betas")
 
-_LABELS = {"identity": "identity V, shared by all layers (constant)",
-           "gaussian": "Gaussian V, independent per layer (random)"}
+_LABELS = {"identity": "constant: one identity V", "gaussian": "random: a Gaussian V a layer"}
 #: How the page and the plot name each task.
 TASKS = {"digits": "the 8 x 8 digits", "digits-small": "the 200-image digits task",
          "cifar10": "CIFAR-10"}
@@ -143,13 +132,10 @@ def configs(knobs) -> dict:
 
 
 def run(knobs, sweeps) -> xr.Dataset:
-    """Train both initialisations over ``seeds`` seeds; return ``val_accuracy(init, seed,
-    epoch)``, ``train_loss`` and ``train_time(init, seed)``.
-
-    The runs are sequential (they share one device): of ``sweeps`` only the cache folder
-    and the progress flag are used, one checkpoint per run in
-    ``cache_dir/fig2/<init>-seed<s>-<hash>.pt``.
-    """
+    """Train both initialisations over ``seeds`` seeds, one run after the other (of
+    ``sweeps`` only the cache folder and the progress flag are used: a checkpoint per run in
+    ``cache_dir/fig2/<init>-seed<s>-<hash>.pt``); return ``val_accuracy(init, seed, epoch)``,
+    ``train_loss`` and ``train_time(init, seed)``."""
     import torch
 
     from ...training import cifar10_help, find_cifar10, load_data, train
@@ -194,24 +180,6 @@ def run(knobs, sweeps) -> xr.Dataset:
         attrs=attrs)
 
 
-def parameter_counts(ds: xr.Dataset) -> dict[str, int]:
-    """Trainable scalars of each arm's network, ``{init: count}``, from the dataset's settings.
-
-    The constant arm has one value matrix tied across the layers, the random arm one per
-    layer: the two networks differ by ``(depth - 1) * width**2`` parameters.
-    """
-    training = _require_vit()
-    from ...vit import AttentionOnlyViT, count_parameters
-
-    a = ds.attrs
-    channels, size = training.IMAGE_SHAPES[a["dataset"]]
-    return {init: int(count_parameters(AttentionOnlyViT(
-        value_init=init, depth=int(a["depth"]), width=int(a["width"]),
-        patch_size=int(a["patch_size"]), image_size=size, channels=channels,
-        num_classes=training.NUM_CLASSES, pool=str(a["pool"]))))
-        for init in ds["init"].values.tolist()}
-
-
 #: Confidence level of the paired interval and significance level of the verdicts.
 LEVEL = 0.95
 #: Power at which :func:`summary` states the smallest mean gap the run would detect.
@@ -219,44 +187,26 @@ POWER = 0.8
 
 
 def paired_gaps(ds: xr.Dataset) -> xr.DataArray:
-    """Gaussian minus identity validation accuracy, seed by seed: ``gap(seed, epoch)``.
-
-    Seed ``s`` of both initialisations shares embeddings, Q, K, head and data order,
-    so each difference isolates the effect of the value matrices.
-    """
+    """Gaussian minus identity validation accuracy, pair by pair: ``gap(seed, epoch)``."""
     return ds["val_accuracy"].sel(init="gaussian") - ds["val_accuracy"].sel(init="identity")
 
 
-def _ahead_from(ds: xr.Dataset):
-    """First epoch from which the Gaussian mean curve stays above the identity one (None if
-    it is not above at the end)."""
-    gauss, ident = (ds["val_accuracy"].sel(init=i).mean("seed") for i in ("gaussian", "identity"))
-    behind = np.flatnonzero(~(gauss > ident).values)
-    if not behind.size:
-        return int(ds["epoch"].values[0])
-    return None if behind[-1] == ds.sizes["epoch"] - 1 else int(ds["epoch"].values[behind[-1] + 1])
-
-
 def summary(ds: xr.Dataset) -> dict:
-    """Every number and verdict the notebook quotes.
+    """The numbers and verdict of one task (``dataset``: its name, from the attributes).
 
-    Per initialisation: ``mean``, ``min``, ``max`` (over seeds, final epoch), ``best_mean``
-    (best epoch of the mean curve), ``mean_over_epochs`` (how fast it learns).  With both,
+    Per initialisation: ``mean``, ``min``, ``max`` over seeds at the final epoch.  With both,
     the paired comparison of the final epoch, Gaussian minus identity, over ``n_seeds``
     pairs (:func:`~stochastic_transformers.stats.paired_comparison` at :data:`LEVEL` and
     :data:`POWER`: ``gap``, its interval, ``wins``, the sign test, ...; ``verdict``:
     ``gaussian_better``, ``identity_better``, ``mixed``, ``no_detectable_difference`` or
-    ``single_seed``); the same interval for the mean over epochs (``speed_gap*``);
-    ``ahead_from`` (:func:`_ahead_from`) and ``separated`` (the min-max bands do not overlap
-    at the final epoch).
+    ``single_seed``); the same interval for the accuracy averaged over the epochs
+    (``speed_gap*``: how fast each learns).
     """
     final = ds["val_accuracy"].isel(epoch=-1)
-    out: dict = {}
+    out: dict = {"dataset": str(ds.attrs.get("dataset", "unknown"))}
     for init in ds["init"].values.tolist():
         f = final.sel(init=init)
-        curve = ds["val_accuracy"].sel(init=init).mean("seed")
-        out[init] = {"mean": float(f.mean()), "min": float(f.min()), "max": float(f.max()),
-                     "best_mean": float(curve.max()), "mean_over_epochs": float(curve.mean())}
+        out[init] = {"mean": float(f.mean()), "min": float(f.min()), "max": float(f.max())}
     if not {"identity", "gaussian"} <= set(out):
         return out
     gaps = paired_gaps(ds)
@@ -266,65 +216,86 @@ def summary(ds: xr.Dataset) -> dict:
                       "single_pair": "single_seed"}.get(out["verdict"], out["verdict"])
     out["speed_gap"], out["speed_gap_low"], out["speed_gap_high"] = \
         t_interval(gaps.mean("epoch").values, LEVEL)
-    out["ahead_from"] = _ahead_from(ds)
-    out["separated"] = bool(out["gaussian"]["min"] > out["identity"]["max"]
-                            or out["identity"]["min"] > out["gaussian"]["max"])
-    out["gaussian_better"] = bool(out["gap"] > 0)
     return out
 
 
-#: The page's words for each verdict of :func:`summary` (Markdown).
-VERDICT_TEXT = {
-    "gaussian_better": "**This agrees with the paper**: the random initialisation ends ahead, "
-                       "the interval excludes zero and the sign test agrees.",
-    "identity_better": "**This does not agree with the paper**: here the identity "
-                       "initialisation ends ahead, the interval excludes zero and the sign test "
-                       "agrees.",
-    "mixed": "The t interval and the sign test, which asks only how many pairs favour one "
-             "side, disagree at 5%: one rejects a zero gap and the other does not, so the "
-             "evidence is not conclusive at this number of pairs.",
-    "no_detectable_difference": "**No difference is detected on this task**: the 95% interval "
-                                "contains zero and the sign test does not reject, and mean gaps "
-                                "outside the interval are excluded at 95% confidence.",
-    "single_seed": "With a single seed this cannot separate the effect of the initialisation "
-                   "from the seed-to-seed spread.",
-}
+# ----------------------------------------------------------------------------- the page
+def _points(x, signed: bool = True) -> str:
+    """A fraction as points of accuracy with one decimal (``+1.2``), a dash for a missing
+    value; zero is ``+0.0``, never ``-0.0``."""
+    if x is None or not np.isfinite(x):
+        return "–"
+    value = round(100 * float(x), 1) + 0.0
+    return (f"{value:+.1f}" if signed else f"{value:.1f}").replace("-", "−")
 
 
-def _course(ds, stats) -> str:
-    """How the two mean curves run over the epochs, from ``ahead_from``."""
-    if stats.get("ahead_from") is None:
-        return "its mean curve is not above the identity one at the last epoch"
-    if stats["ahead_from"] == int(ds["epoch"][0]):
-        return "its mean curve is above the identity one at every epoch"
-    return ("the identity network starts ahead, and the random one's mean curve stays above "
-            f"it from epoch {stats['ahead_from']} to the end")
+def _interval(s: dict, key: str = "gap") -> str:
+    return f"{_points(s[key + '_low'])} to {_points(s[key + '_high'])}"
 
 
-def page(ds, stats, small=None) -> tuple[dict, dict]:
-    """What the page says about one result (``ds`` with its :func:`summary` ``stats``):
-    ``(values, phrases)``.  ``values``: the summary, ``task``, ``epochs``, ``train_size``,
-    ``one_image`` (the accuracy one validation image is worth) and ``course`` (how the mean
-    curves run; empty for one pair).  ``phrases`` (Markdown): ``verdict_text``
-    (:data:`VERDICT_TEXT`) and, given the harder task's summary ``small``,
-    ``both_verdicts``.  ``ds`` None (a CIFAR-10 run has no harder task): nan gaps over 0
-    pairs, and a verdict text that says so."""
-    if ds is None:
-        nan = float("nan")
-        return ({"gap": nan, "gap_low": nan, "gap_high": nan, "n_seeds": 0},
-                {"verdict_text": "There is no harder task next to a CIFAR-10 run."})
-    a = ds.attrs
-    values = {**stats, "task": TASKS[a["dataset"]], "epochs": int(a["epochs"]),
-              "train_size": int(a["train_size"]), "one_image": 1.0 / int(a["val_size"]),
-              "course": _course(ds, stats) if stats.get("n_seeds", 1) > 1 else ""}
-    phrases = {"verdict_text": VERDICT_TEXT[stats["verdict"]]}
-    if small is not None:
-        phrases["both_verdicts"] = (f"On the full digits the verdict is "
-                                    f"*{stats['verdict'].replace('_', ' ')}*; on the 200-image "
-                                    f"task it is *{small['verdict'].replace('_', ' ')}*.")
-    return values, phrases
+#: What each verdict of :func:`summary` says of one task.
+SAYS = {"gaussian_better": "the random values train better",
+        "identity_better": "the constant values train better",
+        "mixed": "the t interval and the sign test disagree",
+        "no_detectable_difference": "no difference is detected"}
 
 
+def phrases(stats: dict, small: dict | None = None) -> dict[str, str]:
+    """The page's data-dependent words, from :func:`summary` of the task shown (``stats``)
+    and of the harder task beside it (``small``): ``claim`` (plain text: ``reproduced``,
+    ``partly reproduced``, ``not reproduced`` or ``not tested``: the random value matrices
+    end ahead on every task, on some, on none, or too few seed pairs to tell) and
+    ``verdict_text`` (Markdown: the claim with each task's paired gap and interval); ``speed``
+    (the paired gap of the accuracy averaged over the epochs, with its interval, by task)."""
+    tasks = [s for s in (stats, small) if s is not None and "verdict" in s]
+    if not tasks or any(s["verdict"] == "single_seed" for s in tasks):
+        return {"claim": "not tested", "speed": "not measured (one seed pair)",
+                "verdict_text": "**not tested**: one seed pair (or one initialisation) cannot "
+                                "tell the effect of the value matrices from the seeds' spread."}
+    better = sum(s["verdict"] == "gaussian_better" for s in tasks)
+    claim = ("reproduced" if better == len(tasks) else "partly reproduced" if better
+             else "not reproduced")
+    gaps = [f"{_points(s['gap'])} points ({LEVEL:.0%} interval {_interval(s)}) on "
+            f"{TASKS.get(s['dataset'], 'this task')}, where {SAYS[s['verdict']]}"
+            + (f" ({s['wins']} pairs favour the random values, {s['losses']} the constant ones)"
+               if s["verdict"] == "mixed" else "") for s in tasks]
+    speed = [f"{_points(s['speed_gap'])} points ({_interval(s, 'speed_gap')}) on "
+             f"{TASKS.get(s['dataset'], 'this task')}" for s in tasks]
+    return {"claim": claim, "speed": " and ".join(speed),
+            "verdict_text": f"**{claim}**: over {stats['n_seeds']} seed pairs, the gap in "
+                            "final validation accuracy, random minus constant, is "
+                            + "; and ".join(gaps) + "."}
+
+
+def stats_table(stats: dict, small: dict | None = None) -> str:
+    """The statistics of each task with both initialisations and several seed pairs
+    (:func:`summary`) as a Markdown table, a column a task: accuracies in percent, gaps in
+    points."""
+    tasks = [s for s in (stats, small) if s is not None and s.get("verdict") in SAYS]
+
+    def accuracy(i):
+        return lambda s: "{} ({}–{})".format(*(_points(s[i][k], False) for k in
+                                                ("mean", "min", "max")))
+
+    rows = [("final accuracy, constant (%): mean (min–max)", accuracy("identity")),
+            ("final accuracy, random (%): mean (min–max)", accuracy("gaussian")),
+            ("paired gap, random − constant (points)", lambda s: _points(s["gap"])),
+            (f"its {LEVEL:.0%} interval (Student t)", _interval),
+            ("pairs: random ahead / behind / level",
+             lambda s: f"{s['wins']} / {s['losses']} / {s['ties']}"),
+            ("sign test, two-sided p", lambda s: f"{s['sign_test_p_two_sided']:.2g}"),
+            (f"smallest mean gap found with power {POWER:.0%}",
+             lambda s: _points(s["detectable_gap"], False)),
+            ("gap of the accuracy averaged over the epochs",
+             lambda s: f"{_points(s['speed_gap'])} ({_interval(s, 'speed_gap')})"),
+            ("verdict", lambda s: SAYS[s["verdict"]])]
+    lines = ["| | " + " | ".join(TASKS.get(s["dataset"], "this task") for s in tasks) + " |",
+             "|---|" + "---|" * len(tasks)]
+    lines += [f"| {label} | " + " | ".join(fn(s) for s in tasks) + " |" for label, fn in rows]
+    return "\n".join(lines) if tasks else "One seed pair: no paired statistics."
+
+
+# ----------------------------------------------------------------------------- the figure
 def _interval_by_epoch(values) -> np.ndarray:
     """(epoch, 3): the mean over seeds of ``values(seed, epoch)`` and its :data:`LEVEL`
     Student-t interval, epoch by epoch."""
@@ -332,59 +303,69 @@ def _interval_by_epoch(values) -> np.ndarray:
                      for k in range(values.sizes["epoch"])])
 
 
-def plot(ds: xr.Dataset):
-    """Left: mean validation accuracy over seeds, its 95% interval and the min-max band.
-    Right (with both initialisations and several seeds): the paired gap per epoch,
-    Gaussian minus identity, with its 95% interval and every seed pair."""
+def _accuracy_panel(ax, ds, colors) -> None:
+    """Mean validation accuracy over seeds, its 95% interval (dark) and min-max band (light)."""
+    epochs, acc = ds["epoch"].values, 100 * ds["val_accuracy"]
+    for init in ds["init"].values.tolist():
+        a, c = acc.sel(init=init), colors.get(init)
+        mean = a.mean("seed")
+        ax.plot(epochs, mean, color=c, lw=1.6,
+                label=f"{_LABELS.get(init, init)}: {float(mean[-1]):.1f}%")
+        if ds.sizes["seed"] > 1:
+            ax.fill_between(epochs, a.min("seed"), a.max("seed"), color=c, alpha=0.12, lw=0)
+            ci = _interval_by_epoch(a)
+            ax.fill_between(epochs, ci[:, 1], ci[:, 2], color=c, alpha=0.35, lw=0)
+    ax.set(xlabel="epoch", ylabel="validation accuracy (%)",
+           xlim=(epochs[0] - 0.5 if len(epochs) == 1 else epochs[0], epochs[-1]),
+           title=TASKS.get(ds.attrs.get("dataset"), "").removeprefix("the ") + ": accuracy")
+    ax.legend(loc="lower right", title="value matrices (final mean)")
+
+
+def _gap_panel(ax, ds, color) -> None:
+    """The paired gap per epoch, random minus constant: every seed pair, the mean and its
+    95% interval."""
+    epochs, gaps = ds["epoch"].values, 100 * paired_gaps(ds)
+    for s in range(ds.sizes["seed"]):
+        ax.plot(epochs, gaps.isel(seed=s), color="0.6", lw=0.6, alpha=0.6,
+                label="one seed pair" if s == 0 else None)
+    ci = _interval_by_epoch(gaps)
+    ax.fill_between(epochs, ci[:, 1], ci[:, 2], color=color, alpha=0.3, lw=0,
+                    label=f"{LEVEL:.0%} interval")
+    ax.plot(epochs, ci[:, 0], color=color, lw=1.6, label="mean gap")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="epoch", ylabel="random − constant (points)", xlim=(epochs[0], epochs[-1]),
+           title=f"paired gap, {ds.sizes['seed']} pairs")
+    ax.legend(loc="lower right")
+
+
+def plot(ds: xr.Dataset, small: xr.Dataset | None = None):
+    """One row per task (``ds``, then the harder task ``small`` if given): left, the mean
+    validation accuracy of each initialisation over seeds with its 95% interval and min-max
+    band; right (both initialisations, several seeds), the paired gap per epoch, random
+    minus constant, with its 95% interval and every seed pair."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     from ...style import palette
 
     colors = dict(zip(INITS, palette(2)))
-    n_seeds = ds.sizes["seed"]
-    paired = {"identity", "gaussian"} <= set(ds["init"].values.tolist()) and n_seeds > 1
-    fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(11.5 if paired else 6.4, 4.4),
-                             layout="constrained", squeeze=False)
-    ax = axes[0, 0]
-    epochs = ds["epoch"].values
-    acc = 100 * ds["val_accuracy"]
-    for init in ds["init"].values.tolist():
-        a, c = acc.sel(init=init), colors.get(init)
-        mean = a.mean("seed")
-        ax.plot(epochs, mean, color=c, lw=1.8,
-                label=f"{_LABELS.get(init, init)}: {float(mean[-1]):.1f}%")
-        if n_seeds > 1:
-            ax.fill_between(epochs, a.min("seed"), a.max("seed"), color=c, alpha=0.12, lw=0)
-            ci = _interval_by_epoch(a)
-            ax.fill_between(epochs, ci[:, 1], ci[:, 2], color=c, alpha=0.35, lw=0)
-    a = ds.attrs
-    name = TASKS.get(a.get("dataset"), a.get("dataset"))
-    band = (f"mean of {n_seeds} seeds; bands: 95% interval (dark), min-max (light)"
-            if n_seeds > 1 else "one seed")
-    ax.set(xlabel="epoch", ylabel="validation accuracy (%)",
-           xlim=(epochs[0] - 0.5 if len(epochs) == 1 else epochs[0], epochs[-1]),
-           title=f"Attention-only ViT on {name}: {a.get('depth')} layers, width "
-                 f"{a.get('width')}\n{band}")
-    ax.legend(loc="lower right", title="value matrices (final mean)")
-    if paired:
-        ax2 = axes[0, 1]
-        gaps = 100 * paired_gaps(ds)
-        for s in range(n_seeds):
-            ax2.plot(epochs, gaps.isel(seed=s), color="0.6", lw=0.7, alpha=0.7,
-                     label="one seed pair" if s == 0 else None)
-        ci = _interval_by_epoch(gaps)
-        ax2.fill_between(epochs, ci[:, 1], ci[:, 2], color=colors["gaussian"], alpha=0.3, lw=0,
-                         label="95% interval of the mean gap")
-        ax2.plot(epochs, ci[:, 0], color=colors["gaussian"], lw=1.8, label="mean gap")
-        ax2.axhline(0, color="k", lw=0.8)
-        ax2.set(xlabel="epoch", ylabel="Gaussian minus identity (points)",
-                xlim=(epochs[0], epochs[-1]), title=f"paired gap, Gaussian minus identity\n"
-                f"({n_seeds} pairs, each sharing data order, embeddings, Q, K)")
-        ax2.legend(loc="best")
+    shown = [r for r in (ds, small) if r is not None]
+    paired = [set(INITS) <= set(r["init"].values.tolist()) and r.sizes["seed"] > 1 for r in shown]
+    ncols = 2 if any(paired) else 1
+    fig, axes = plt.subplots(len(shown), ncols, figsize=(8.0 if ncols == 2 else 5.0,
+                             3.4 * len(shown)), layout="constrained", squeeze=False)
+    for row, result, both in zip(axes, shown, paired):
+        _accuracy_panel(row[0], result, colors)
+        if both:
+            _gap_panel(row[1], result, colors["gaussian"])
+        elif ncols == 2:
+            row[1].set_axis_off()
     for axis in axes.ravel():
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(axis="y", alpha=0.3)
+    a = ds.attrs
+    fig.suptitle(f"Attention-only ViT, {a.get('depth')} layers of width {a.get('width')}: "
+                 f"constant against random value matrices")
     return fig
 
 

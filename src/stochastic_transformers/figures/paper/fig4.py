@@ -30,9 +30,9 @@ from ...sweep import summed_attrs
 from ..base import add_outcome_fractions, cell_threads, laid_out, sweep_seconds
 from ..knobs import all_of, integer, integers, real, reals, whole_layers
 from ..spec import Figure
-from ._fig4_page import plot_collapse, plot_depth_check, plot_map
+from ._fig4_page import map_legend, plot_collapse, plot_depth_check, plot_map
 # the page's sentences and tables, for the notebook
-from ._fig4_page import page_values, phrases, reference_table, wrong_cells_text  # noqa: F401
+from ._fig4_page import counts_table, page_values, phrases, reference_table  # noqa: F401
 
 SCALES = {
     "smoke": dict(betas=tuple(np.linspace(0.0, 4.0, 5)), epsilons=tuple(np.linspace(0.0, 2.0, 5)),
@@ -63,14 +63,12 @@ BAND = 0.2
 SMALL_STEP = 0.5
 #: A cell whose unclustered fraction at T exceeds this is *undecided*, on neither side.
 UNDECIDED = 0.5
-#: The chain's approach rate to -1 is the limit's when their ratio is within this of 1.
-RATE_AGREE = 0.25
 #: Reference cells: from this beta on, in these steps (:func:`reference_cells`); Euler-Maruyama
 #: of the limit there (:func:`limit_outcome`): paths (standard error <= 0.008), step, seed.
 REFERENCE_BETA_MIN, REFERENCE_BETA_STEP = 2.5, 0.5
 LIMIT_PATHS, LIMIT_DT, LIMIT_SEED = 4000, 0.005, 0
-#: beta ranges over which the summary averages the antipodal fraction above the curve.
-LOW_BETA, HIGH_BETA = 1.5, 3.0
+#: From this beta on the summary averages the antipodal fraction above the curve.
+HIGH_BETA = 3.0
 #: The depth check (or the limit at its point) reaches the antipodal outcome when its
 #: antipodal fraction at the largest L (at check_T) exceeds this.
 LIMIT_REACHED = 0.9
@@ -197,11 +195,11 @@ def summary_at(ds, L) -> dict:
     """Agreement of the dominant outcome with Proposition 1 at depth scale ``L``, over the
     ``n_away`` cells off the :data:`BAND`: ``n_undecided`` (on neither side), and over the
     decided ones ``n_agree``, ``n_decided``, ``share_agree``, also for ``_small_step`` and
-    ``_large_step`` cells (:data:`SMALL_STEP`); ``n_wrong_above`` (wrong above the curve;
-    ``_large_step_above`` with large steps: ``large_step_merges``); ``small_step_agree``
-    (:data:`SMALL_STEP_AGREE`, True without such cells); ``n_rate_off_small_step_above``,
-    the small-step cells above the band whose approach rate to -1 is :data:`RATE_AGREE` off
-    the limit's; ``wrong_cells`` and ``undecided_cells`` as (beta, eps)."""
+    ``_large_step`` cells (:data:`SMALL_STEP`); ``n_wrong_large_step_above`` (wrong above
+    the curve with large steps: ``large_step_merges``); ``small_step_agree``
+    (:data:`SMALL_STEP_AGREE`, True without such cells); ``mean_antipodal_above_high_beta``
+    (above the band, beta >= :data:`HIGH_BETA`); ``wrong_cells`` and ``undecided_cells`` as
+    (beta, eps)."""
     sub = ds.sel(L=L)
     log_ratio = _log_ratio(sub)
     away = np.abs(log_ratio) > BAND
@@ -212,31 +210,20 @@ def summary_at(ds, L) -> dict:
     wrong = decided & ~agree
     small = away & (sub.step_size.values < SMALL_STEP)
     large = away & ~small
-    above = log_ratio > BAND
+    high = (log_ratio > BAND) & (sub.beta.values[:, None] >= HIGH_BETA)
     p_a = sub.p_antipodal.values
-    low = above & (sub.beta.values[:, None] <= LOW_BETA)
-    high = above & (sub.beta.values[:, None] >= HIGH_BETA)
     out = {"L": int(L), "n_cells": int(away.size), "n_away": int(away.sum()),
            "n_undecided": int(undecided.sum()),
-           "n_undecided_small_step": int((undecided & small).sum()),
            "n_small_step": int(small.sum()), "n_large_step": int(large.sum()),
            "n_wrong": int(wrong.sum()), "n_wrong_small_step": int((wrong & small).sum()),
-           "n_wrong_above": int((wrong & predicted_anti).sum()),
            "n_wrong_large_step_above": int((wrong & large & predicted_anti).sum()),
            "n_traj": int(sub.n_traj.max()) if "n_traj" in sub else None,
-           "mean_antipodal_above_low_beta": float(p_a[low].mean()) if low.any() else float("nan"),
-           "mean_antipodal_above_high_beta": float(p_a[high].mean()) if high.any() else float("nan"),
-           "max_unclustered": float(sub.p_unclustered.max())}
+           "mean_antipodal_above_high_beta": float(p_a[high].mean()) if high.any() else float("nan")}
     for suffix, mask in (("", away), ("_small_step", small), ("_large_step", large)):
         n_decided = int((decided & mask).sum())
         out[f"n_agree{suffix}"] = int((agree & mask).sum())
         out[f"n_decided{suffix}"] = n_decided
         out[f"share_agree{suffix}"] = float((agree & mask).sum() / max(n_decided, 1))
-    small_above = np.argwhere(small & above)
-    out["n_small_step_above"] = len(small_above)
-    out["n_rate_off_small_step_above"] = sum(
-        abs(theory.hybrid_antipodal_rate(b, e, L) / theory.hybrid_antipodal_rate(b, e) - 1.0)
-        > RATE_AGREE for b, e in _cells(sub, small_above))
     out["small_step_agree"] = bool(out["share_agree_small_step"] >= SMALL_STEP_AGREE
                                    or not (decided & small).any())
     out["large_step_merges"] = out["n_wrong_large_step_above"] > 0
@@ -260,8 +247,8 @@ def _reference(ds, Ls, T, d, tol) -> dict:
     :func:`reference_cells` (``cells``; none where ``T`` is not finite).  Counts: ``n``;
     ``n_limit_undecided`` (the limit undecided at T); of these ``n_ahead_small_step`` (at
     the smallest L, small steps and the antipodal pair dominant: the chain has clustered
-    before its limit), ``n_wrong_first_limit_undecided`` (wrong at the smallest L) and
-    ``n_undecided_last`` (undecided at the largest L); ranges over each (NaN if empty)."""
+    before its limit) and ``n_undecided_last`` (undecided at the largest L); ranges over
+    each (NaN if empty)."""
     cells = []
     for beta, eps in (reference_cells(ds) if np.isfinite(T) else []):
         lim = limit_outcome(beta, eps, T, d, tol)
@@ -279,25 +266,14 @@ def _reference(ds, Ls, T, d, tol) -> dict:
     ahead = [c for c in undecided if first(c)["step"] < SMALL_STEP
              and first(c)["p_unclustered"] <= UNDECIDED
              and first(c)["p_antipodal"] > first(c)["p_single"]]
-    wrong_first = [c for c in undecided if first(c)["p_unclustered"] <= UNDECIDED
-                   and first(c)["p_single"] >= first(c)["p_antipodal"]]
     undecided_last = [c for c in undecided if last(c)["p_unclustered"] > UNDECIDED]
     out = {"cells": cells, "n": len(cells), "n_limit_undecided": len(undecided),
-           "n_ahead_small_step": len(ahead), "n_wrong_first_limit_undecided": len(wrong_first),
-           "n_undecided_last": len(undecided_last),
-           "beta_min": min((c["beta"] for c in cells), default=float("nan")),
-           "beta_max": max((c["beta"] for c in cells), default=float("nan"))}
+           "n_ahead_small_step": len(ahead), "n_undecided_last": len(undecided_last)}
     out["limit_unclustered_min"], out["limit_unclustered_max"] = _span(
         c["limit_unclustered"] for c in cells)
-    out["limit_antipodal_max"] = _span(c["limit_antipodal"] for c in cells)[1]
     out["ahead_antipodal_min"], out["ahead_antipodal_max"] = _span(
         first(c)["p_antipodal"] for c in ahead)
     out["ahead_limit_antipodal_max"] = _span(c["limit_antipodal"] for c in ahead)[1]
-    out["ahead_rate_ratio_min"], out["ahead_rate_ratio_max"] = _span(
-        first(c)["rate_ratio"] for c in ahead)
-    out["ahead_step_max"] = _span(first(c)["step"] for c in ahead)[1]
-    out["undecided_last_unclustered_min"] = _span(
-        last(c)["p_unclustered"] for c in undecided_last)[0]
     return out
 
 
@@ -312,8 +288,11 @@ def summary(ds) -> dict:
     ``depth_check_limit_reached`` (antipodal fraction above :data:`LIMIT_REACHED` at its
     largest L), ``check_limit`` (the limit there at ``check_T``) and
     ``check_limit_reached``.  ``reference`` is :func:`_reference`,
-    ``limit_undecided_near_curve`` and ``ahead_small_step`` whether it counts any.  Also
-    the grid, the module's thresholds, and the depth check's settings."""
+    ``limit_undecided_near_curve`` and ``ahead_small_step`` whether it counts any.
+    ``verdict`` on the paper's map at ``L_first``: ``"reproduced"`` where at least
+    :data:`SMALL_STEP_AGREE` of the decided cells agree, ``"partly reproduced"`` where
+    fewer do but the small-step cells agree, else ``"not reproduced"``.  Also the grid, the
+    module's thresholds, and the depth check's settings."""
     Ls = [int(L) for L in ds.L.values]
     by_L = {L: summary_at(ds, L) for L in Ls}
     first, last = by_L[Ls[0]], by_L[Ls[-1]]
@@ -343,43 +322,50 @@ def summary(ds) -> dict:
         "last": {k: v for k, v in last.items() if k not in ("wrong_cells", "undecided_cells")},
         "n_beta": int(ds.beta.size), "n_epsilon": int(ds.epsilon.size),
         "T": T, "band": BAND, "small_step": SMALL_STEP, "undecided": UNDECIDED,
-        "rate_agree": RATE_AGREE, "limit_paths": LIMIT_PATHS,
+        "limit_paths": LIMIT_PATHS, "high_beta": HIGH_BETA, "reference": reference,
         "reference_beta_min": REFERENCE_BETA_MIN, "reference_beta_step": REFERENCE_BETA_STEP,
-        "low_beta": LOW_BETA, "high_beta": HIGH_BETA, "reference": reference,
         "limit_undecided_near_curve": reference["n_limit_undecided"] > 0,
         "ahead_small_step": reference["n_ahead_small_step"] > 0,
         "check_beta": check[0], "check_epsilon": check[1],
         "check_n_traj": int(attrs.get("check_n_traj", 0)), "check_T": check[2],
         "check_limit": check_limit,
         "check_limit_reached": bool(check_limit["antipodal"] > LIMIT_REACHED),
-        "depth_check_single_first": float(ps[0]), "depth_check_single_last": float(ps[-1])}
+        "depth_check_single_first": float(ps[0]), "depth_check_single_last": float(ps[-1]),
+        "verdict": ("reproduced" if first["share_agree"] >= SMALL_STEP_AGREE else
+                    "partly reproduced" if first["small_step_agree"] and first["n_agree"]
+                    else "not reproduced")}
 
 
 def plot(ds):
-    """Phase diagrams at every L (top; circled: the :func:`reference_cells`), the collapse
-    onto eps / eps_c and the depth check."""
+    """Phase diagrams at every L in rows of two (circled: the :func:`reference_cells`) with
+    their legend, then the collapse onto eps / eps_c and the depth check, for the page's
+    column."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
     colours = palette(10)[3], palette(10)[0]   # single cluster, antipodal pair
-    Ls, n_maps, letters = ds.L.values, ds.L.size, "abcdefgh"
-    fig = plt.figure(figsize=(5.2 * max(n_maps, 2), 9.0))
-    grid = fig.add_gridspec(2, max(n_maps, 2), height_ratios=[1, 0.9])
+    Ls, letters = ds.L.values, "abcdefgh"
+    rows = (len(Ls) + 1) // 2
+    fig = plt.figure(figsize=(7.0, 3.2 * rows + 4.6))
+    grid = fig.add_gridspec(rows + 3, 2, height_ratios=[1.15] * rows + [0.22, 1, 0.24])
     refs = reference_cells(ds)
     for k, L in enumerate(Ls):
-        plot_map(fig.add_subplot(grid[0, k]), ds, L, colours, refs, SMALL_STEP,
-                 f"({letters[k]}) L = {int(L)}: dominant outcome at T", legend=k == 0)
-    plot_collapse(fig.add_subplot(grid[1, 0]), ds,
-                  f"({letters[n_maps]}) antipodal fraction against the predicted threshold")
-    plot_depth_check(fig.add_subplot(grid[1, 1]), ds, colours,
-                     rf"({letters[n_maps + 1]}) depth check at $\beta$ = "
-                     rf"{ds.attrs['check_beta']:g}, $\varepsilon$ = "
-                     rf"{ds.attrs['check_epsilon']:g} (theory: antipodal)")
+        plot_map(fig.add_subplot(grid[k // 2, k % 2]), ds, L, colours, refs, SMALL_STEP,
+                 f"({letters[k]}) L = {int(L)}: dominant outcome")
+    map_legend(fig.add_subplot(grid[rows, :]), colours, SMALL_STEP)
+    handles, labels = plot_collapse(fig.add_subplot(grid[rows + 1, 0]), ds,
+                                    f"({letters[len(Ls)]}) against the threshold")
+    plot_depth_check(fig.add_subplot(grid[rows + 1, 1]), ds, colours,
+                     rf"({letters[len(Ls) + 1]}) $\beta$ = {ds.attrs['check_beta']:g}, "
+                     rf"$\varepsilon$ = {ds.attrs['check_epsilon']:g} (limit: antipodal)")
+    legend = fig.add_subplot(grid[rows + 2, :])
+    legend.axis("off")
+    legend.legend(handles, labels, loc="center", ncol=4, frameon=False)
     per_L = ", ".join(f"{int(ds.n_traj.sel(L=L).max()):,} at L = {int(L)}" for L in Ls)
-    return laid_out(fig, f"Hybrid model, USA, N = 2, d = {int(ds.attrs.get('fixed_d', 3))}, "
-                    f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}; trajectories per "
-                    f"cell: {per_L}")
+    return laid_out(fig, f"Hybrid model, N = 2, d = {int(ds.attrs.get('fixed_d', 3))}, "
+                    f"T = {float(ds.attrs.get('fixed_T', float('nan'))):g}\n"
+                    f"trajectories a cell: {per_L}")
 
 
 FIGURE = Figure(

@@ -4,27 +4,17 @@ N tokens i.i.d. uniform on :math:`S^{d-1}`, d = 4, pushed through :math:`LT` lay
 the stochastic model (paper eq. 4) with i.i.d. Gaussian value matrices shared by all
 tokens.  At T a trajectory *has an antipodal pair* when some pair of tokens has
 :math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`; the figure is the fraction that do,
-against :math:`\beta \in [0, 8]`, one curve per N.  Theorem 2 covers only N = 2; for
-:math:`N \ge 3` the paper reports simulations (section 6, paragraph "Multiple Tokens
-Case") and conjectures that the antipodal configurations are stable.
-
-We also record the fraction *clustered* at T (every pair together or antipodal) and the
-mean number of clusters, and draw as a reference the two-token limit probability of ending
-antipodal from a uniform start: the exit probability :math:`(S(1) - S(z_0))/(S(1) -
-S(-1))` of the proof of Theorem 2 (the paper's appendix C.3), averaged over :math:`z_0`
+against :math:`\beta \in [0, 8]`, one curve per N (the paper's section 6, paragraph
+"Multiple Tokens Case").  We also record the fraction *clustered* at T and the mean number
+of clusters, and draw the two-token limit probability of ending antipodal from a uniform
+start, the exit probability of the proof of Theorem 2 (appendix C.3)
 (:func:`stochastic_transformers.theory.antipodal_probability`).
 
-Attention is softmax by default: :math:`|A_i| \le 1`, so a layer's root-mean-square step
-is at most :math:`\sigma\sqrt{d/L}` whatever :math:`\beta`, where unnormalised attention
-grows like :math:`e^{\beta}`.  For N = 2 both give the same law of the final outcome (the
-softmax overlap is a random time change of the unnormalised one, with the same scale
-function, but not the same fractions at a finite T); for :math:`N \ge 3` they do not.
-
-The simulation takes the reduced path (``method="reduced"``): the N-token map until the
-tokens occupy at most two points, then the exact weighted two-cluster chain.  Each cell
-counts the splits the tokens merged into and, for balanced splits (:math:`m_1 = m_2`,
-which behave exactly as two tokens), the limit probability of ending antipodal from the
-overlap at the merge.
+Attention is softmax by default (:math:`|A_i| \le 1`: small steps at every beta).  The
+simulation takes the reduced path (``method="reduced"``): the N-token map until the tokens
+occupy at most two points, then the exact weighted two-cluster chain; each cell counts the
+splits the tokens merged into and, for balanced splits (:math:`m_1 = m_2`, two tokens in
+disguise), the limit probability of ending antipodal from the overlap at the merge.
 """
 
 from __future__ import annotations
@@ -129,34 +119,6 @@ SECONDS_PER_WORK = 4.96e-8
 work = trajectory_layer_work("n_tokens", "betas")
 
 
-def cost_report(ds, scale="paper") -> dict:
-    """What the run cost and what ``scale`` would cost at the same speed.
-
-    ``cpu_s``: the simulations' CPU time summed over the cells (``cell_wall_s`` their wall
-    time).  Speeds are medians over cells of CPU time per layer per trajectory (the median
-    leaves out the first cell's compilation): ``per_step_us``, and ``per_step_us_by_n`` for
-    each N.  The projection for ``scale`` uses each N's speed where this run has it, the
-    overall median otherwise; ``{scale}_longest_cell_min`` is the slowest point.
-    """
-    n_layers = int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
-    steps = float(ds.n_traj.sum()) * n_layers
-    rate = ds.simulate_cpu_s / (ds.n_traj * n_layers)
-    per_step = float(np.median(rate.values))
-    by_n = {int(n): float(rate.sel(n_tokens=n).median()) for n in ds.n_tokens.values}
-    k = SCALES[scale]
-    cell_steps = k["n_traj"] * k["L"] * k["T"]
-    cell_s = [by_n.get(int(n), per_step) * cell_steps for n in k["n_tokens"]
-              for _ in k["betas"]]
-    return {"cpu_s": float(ds.simulate_cpu_s.sum()),
-            "cell_wall_s": float(ds.attrs.get("cell_time_s", np.nan)),
-            "wall_s": float(ds.attrs.get("wall_time_s", np.nan)),
-            "per_step_us": 1e6 * per_step, "per_step_us_by_n": {n: 1e6 * r for n, r in by_n.items()},
-            "steps": steps, f"{scale}_steps": work(k),
-            f"{scale}_cpu_h": sum(cell_s) / 3600.0, f"{scale}_cells": len(cell_s),
-            f"{scale}_cell_cpu_min": sum(cell_s) / len(cell_s) / 60.0,
-            f"{scale}_longest_cell_min": max(cell_s) / 60.0}
-
-
 #: Balanced splits agree with their limit prediction when every |z| is at most this (over
 #: 17 betas of 2 even N, a correct prediction exceeds 3.5 somewhere with chance ~1.6%).
 BALANCED_Z_MAX = 3.5
@@ -169,17 +131,13 @@ BALANCED_SHARP_PQ = 0.01
 def _per_n(sub, betas) -> dict:
     """The curve's landmarks for one N and, with split counts, where its pairs come from."""
     p = sub.p_antipodal_pair.values
-    i_max = int(np.argmax(p))
     positive = betas[sub.p_antipodal_pair_low.values > 0]
-    row = {"p_at_beta0": float(p[0]), "p_max": float(p[i_max]),
-           "beta_at_max": float(betas[i_max]), "p_last": float(p[-1]),
+    row = {"p_at_beta0": float(p[0]), "p_last": float(p[-1]),
            "low_last": float(sub.p_antipodal_pair_low.values[-1]),
            "high_last": float(sub.p_antipodal_pair_high.values[-1]),
            "first_beta_positive": float(positive.min()) if positive.size else float("nan"),
            "min_clustered": float(sub.p_clustered.min()),
-           "beta_min_clustered": float(betas[int(np.argmin(sub.p_clustered.values))]),
-           "mean_clusters_last": float(sub.mean_n_clusters.values[-1]),
-           "mean_clusters_max": float(sub.mean_n_clusters.max())}
+           "mean_clusters_last": float(sub.mean_n_clusters.values[-1])}
     if "n_balanced" not in sub:
         return row
     last = sub.isel(beta=-1)
@@ -189,7 +147,6 @@ def _per_n(sub, betas) -> dict:
     n_merged = int((sub.n_balanced + sub.n_unbalanced + sub.n_merged_one).sum())
     return row | {
         "p_balanced_last": float(last.p_antipodal_balanced),
-        "p_unbalanced_last": float(last.p_antipodal_unbalanced),
         "share_balanced_last": float(last.n_antipodal_balanced) / n_anti,
         "share_unbalanced_last": float(last.n_antipodal_unbalanced) / n_anti,
         "share_unmerged_last": float(last.n_antipodal_pair - last.n_antipodal_balanced
@@ -208,8 +165,12 @@ def _per_n(sub, betas) -> dict:
 
 
 def summary(ds) -> dict:
-    r"""Numbers the notebook quotes, and the verdicts on the split decomposition.
+    r"""Numbers the notebook quotes, and the verdicts on the paper's claim and on the split
+    decomposition.
 
+    ``verdict`` on the paper's claim that the probability of an antipodal pair becomes
+    positive for every N: ``"reproduced"`` where the 95% band leaves zero at some beta for
+    every N, ``"partly reproduced"`` where for some, else ``"not reproduced"``.
     ``per_n[N]`` has the curve's landmarks and, with split counts, the shares of the
     antipodal pairs at the largest beta from balanced and unbalanced splits,
     ``balanced_max_abs_z`` (the largest |observed - predicted| / SE over beta),
@@ -219,34 +180,25 @@ def summary(ds) -> dict:
     ``balanced_prediction_sharp`` (``balanced_mean_pq_max`` <= :data:`BALANCED_SHARP_PQ`),
     None without an even N; ``odd_all_unbalanced`` (no odd N has a balanced split: the
     reduction's explanation of the parity effect); ``even_onset_earlier`` (the band leaves
-    zero at a smaller beta for every even N than for any odd N).  Also the settings,
-    ``band_half_width`` (:math:`1.96 \cdot 0.5/\sqrt{n}`) and ``lowest_clustered``: the N
-    least clustered at T, that fraction, its beta and where its antipodal fraction rises most.
+    zero at a smaller beta for every even N than for any odd N).  Also the settings.
     """
     betas = ds.beta.values
-    n_traj = int(ds.n_traj.values.max())
     per_n = {int(n): _per_n(ds.sel(n_tokens=n), betas) for n in ds.n_tokens.values}
-    n_low = min(per_n, key=lambda n: per_n[n]["min_clustered"])
-    p_low = ds.p_antipodal_pair.sel(n_tokens=n_low).values
-    i_rise = int(np.argmax(np.diff(p_low))) if p_low.size > 1 else 0
     first = {n: r["first_beta_positive"] for n, r in per_n.items()}
     even = [b for n, b in first.items() if n % 2 == 0]
     odd = [b for n, b in first.items() if n % 2 == 1]
-    out = {"n_traj": n_traj, "betas": [float(b) for b in betas], "beta_last": float(betas[-1]),
-           "n_tokens": [int(n) for n in ds.n_tokens.values],
+    n_positive = sum(np.isfinite(b) for b in first.values())
+    out = {"n_traj": int(ds.n_traj.values.max()), "betas": [float(b) for b in betas],
+           "beta_last": float(betas[-1]), "n_tokens": [int(n) for n in ds.n_tokens.values],
            "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
            "d": int(ds.attrs["fixed_d"]), "attention": str(ds.attrs["fixed_attention"]),
-           "band_half_width": float(1.96 * 0.5 / np.sqrt(n_traj)),
            "beta_c": float(ds.attrs["beta_c"]), "per_n": per_n,
-           "lowest_clustered": {"n": int(n_low), "p": per_n[n_low]["min_clustered"],
-                                "beta": per_n[n_low]["beta_min_clustered"],
-                                "rise_from": float(betas[i_rise]),
-                                "rise_to": float(betas[min(i_rise + 1, betas.size - 1)])},
            "even_onset_earlier": bool(max(even) < min(odd)) if even and odd else None,
            "increasing_in_n_at_last_beta": bool(np.all(np.diff(
                ds.isel(beta=-1).p_antipodal_pair.values) >= 0)),
            "two_token_theory_last": float(ds.p_two_token_theory.values[-1]),
-           "min_clustered": float(ds.p_clustered.min())}
+           "verdict": ("reproduced" if n_positive == len(first) else
+                       "partly reproduced" if n_positive else "not reproduced")}
     if "n_balanced" in ds:
         out.update(_split_verdicts(ds, per_n))
     return out
@@ -269,38 +221,23 @@ def _split_verdicts(ds, per_n) -> dict:
                                       for n in per_n if n % 2 == 1)}
 
 
-def page_values(ds, stats, costs, source, elapsed) -> dict:
-    """What the page glues as plain values: :func:`summary`, the :func:`cost_report` (with
-    its speeds by N as text), the paper scale's settings, the wall time of the run shown (a
-    committed result's own) and how many of its cells came from the cache."""
-    paper = SCALES["paper"]
-    per_n = ", ".join(f"{r:.2g} µs for N = {n}" for n, r in costs["per_step_us_by_n"].items())
-    return {**stats, "cost": {**costs, "per_n_text": per_n},
-            "paper": {"n_traj": paper["n_traj"], "T": paper["T"],
-                      "layers": int(paper["L"] * paper["T"])},
-            "wall_s": (float(ds.attrs["wall_time_s"]) if source.startswith("the committed")
-                       else elapsed),
-            "n_cells_cached": int(ds.attrs["n_cells_cached"]), "n_cells": int(ds.attrs["n_cells"])}
-
-
-def phrases(stats, scale) -> dict[str, str]:
-    """The page's verdict sentences (Markdown) from :func:`summary` at ``scale``
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent sentences (Markdown) from :func:`summary`
     (:func:`._fig6_page.phrases`)."""
-    return _fig6_page.phrases(stats, scale, z_max=BALANCED_Z_MAX)
+    return _fig6_page.phrases(stats, z_max=BALANCED_Z_MAX)
 
 
 def plot(ds):
     """(a) P(antipodal pair at T) vs beta per N; (b) where the pairs come from (balanced or
     unbalanced splits, with the balanced limit prediction); (c) fraction clustered; (d) mean
-    number of clusters."""
+    number of clusters; stacked for the page's column."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     from ...style import palette
 
     splits = "n_balanced" in ds
-    fig = plt.figure(figsize=(10, 10.5 if splits else 7.2))
-    gs = fig.add_gridspec(3 if splits else 2, 2, height_ratios=[1.5, 1.3, 1] if splits else [1.5, 1])
+    fig = plt.figure(figsize=(7.0, 9.2 if splits else 6.4))
+    gs = fig.add_gridspec(3 if splits else 2, 2, height_ratios=[1.25, 1.1, 1] if splits else [1.25, 1])
     ax = fig.add_subplot(gs[0, :])
     axs = fig.add_subplot(gs[1, :], sharex=ax) if splits else None
     axc = fig.add_subplot(gs[-1, 0])
@@ -309,49 +246,34 @@ def plot(ds):
         sub = ds.sel(n_tokens=n)
         ax.fill_between(sub.beta, sub.p_antipodal_pair_low, sub.p_antipodal_pair_high,
                         color=colour, alpha=0.22, lw=0)
-        ax.plot(sub.beta, sub.p_antipodal_pair, "o-", ms=3.5, lw=1.3, color=colour,
+        ax.plot(sub.beta, sub.p_antipodal_pair, "o-", ms=3, lw=1.3, color=colour,
                 label=f"N = {n}")
         axc.fill_between(sub.beta, sub.p_clustered_low, sub.p_clustered_high, color=colour,
                          alpha=0.22, lw=0)
-        axc.plot(sub.beta, sub.p_clustered, "o-", ms=3, lw=1.1, color=colour)
-        axk.plot(sub.beta, sub.mean_n_clusters, "o-", ms=3, lw=1.1, color=colour)
+        axc.plot(sub.beta, sub.p_clustered, "o-", ms=2.5, lw=1.1, color=colour)
+        axk.plot(sub.beta, sub.mean_n_clusters, "o-", ms=2.5, lw=1.1, color=colour)
         if splits:
-            axs.plot(sub.beta, sub.p_antipodal_unbalanced, "s--", ms=3, lw=1.0, color=colour,
-                     mfc="white")
-        if splits and int(n) % 2 == 0:
-            axs.fill_between(sub.beta, sub.p_antipodal_balanced_low,
-                             sub.p_antipodal_balanced_high, color=colour, alpha=0.22, lw=0)
-            axs.plot(sub.beta, sub.p_antipodal_balanced, "o-", ms=3.5, lw=1.3, color=colour)
-            axs.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=7, mew=1.4,
-                     color="0.15", zorder=5)
+            _fig6_page.plot_splits(axs, sub, colour, even=int(n) % 2 == 0)
     ax.plot(ds.beta_fine, ds.p_two_token_theory, color="0.35", ls=":", lw=1.5,
             label="N = 2, limit exit probability (proof of Thm 2)")
     for a in (ax, axs) if splits else (ax,):
         a.axvline(ds.attrs["beta_c"], color="0.5", ls="--", lw=1,
                   label=rf"$\beta_c(d)$ = {ds.attrs['beta_c']:.2f}" if a is ax else None)
-    ax.set(ylabel=r"$P(\mathrm{at\ least\ one\ antipodal\ pair\ at\ } T)$", xlabel=r"$\beta$",
-           ylim=(-0.02, 1.02),
-           title="(a) antipodal pairs at the horizon (shaded: Wilson 95% interval)")
-    ax.legend(ncol=3, loc="upper left")
+    ax.set(ylabel="P(antipodal pair at T)", xlabel=r"$\beta$", ylim=(-0.02, 1.02),
+           title="(a) at least one antipodal pair at T (band: 95%)")
+    # the curves' legend top left, the references' bottom right: each where no data is
+    handles, labels = ax.get_legend_handles_labels()
+    ax.add_artist(ax.legend(handles[:-2], labels[:-2], ncol=2, loc="upper left"))
+    ax.legend(handles[-2:], labels[-2:], loc="lower right")
     if splits:
-        axs.legend(handles=[
-            Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4,
-                   label="from a balanced split (even N)"),
-            Line2D([], [], color="0.15", marker="x", ls="none", ms=7, mew=1.4,
-                   label="balanced: limit prediction from the merge"),
-            Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
-                   label="from an unbalanced split")], loc="upper left")
-        axs.set(ylim=(-0.02, 1.02), ylabel="fraction of trajectories", xlabel=r"$\beta$",
-                title="(b) antipodal pairs at T by the split the tokens merged into "
-                      "(colours as in (a))")
-    axc.set(ylabel=r"$P(\mathrm{clustered\ at\ } T)$", xlabel=r"$\beta$",
+        _fig6_page.splits_legend(axs)
+    axc.set(ylabel="P(clustered at T)", xlabel=r"$\beta$",
             ylim=(max(-0.02, float(ds.p_clustered_low.min()) - 0.05), 1.02),
             title="(c) every pair together or antipodal")
-    axk.set(ylabel="mean number of clusters at T", xlabel=r"$\beta$",
-            title="(d) clusters = groups of tokens together")
-    return laid_out(fig, f"Many tokens: d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} "
-                    f"attention, L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "
-                    f"{int(ds.n_traj.values.max()):,} trajectories per point")
+    axk.set(ylabel="mean clusters at T", xlabel=r"$\beta$", title="(d) clusters")
+    return laid_out(fig, f"d = {ds.attrs['fixed_d']}, {ds.attrs['fixed_attention']} attention, "
+                    f"L = {ds.attrs['fixed_L']}, T = {ds.attrs['fixed_T']:g}, "
+                    f"{int(ds.n_traj.values.max()):,} trajectories a point")
 
 
 FIGURE = Figure(

@@ -34,10 +34,8 @@ from ..base import (add_outcome_fractions, cell_threads, laid_out, load_committe
 from ..knobs import integer, real, reals
 from ..spec import Figure
 from . import _fig7_page
-from ._fig7_page import check_matches, split_drop
-# the discretisation check's verdicts and the page's tables, for the notebook
-from ._fig7_page import (check_table, depth_check_verdicts, fraction_table,  # noqa: F401
-                         merged_table, persistence_table)
+# the discretisation check, reached from here by the page and the tests
+from ._fig7_page import check_matches, depth_check_verdicts, split_drop  # noqa: F401
 
 SCALES = {
     "smoke": dict(betas=(4.0, 8.0), n_tokens=4, n_traj=40, L=10, T=20.0, t_min=0.1, n_times=8,
@@ -155,25 +153,6 @@ SECONDS_PER_WORK = 1.3e-7
 work = trajectory_layer_work("betas")
 
 
-def cost_report(ds, scale="paper") -> dict:
-    """What the run cost and what ``scale`` would cost at the same speed: ``cpu_s`` (CPU time
-    of the simulations; ``cell_wall_s`` their wall time), ``per_step_us`` (median over cells
-    per layer per trajectory), and for ``scale`` (one cell per beta, so ``_cell_cpu_min`` is
-    about a cluster's wall time; the page's discretisation check is not included)."""
-    n_layers = int(ds.attrs["fixed_L"]) * float(ds.attrs["fixed_T"])
-    steps = float(ds.n_traj.sum()) * n_layers
-    per_step = float(np.median(ds.simulate_cpu_s.values / (ds.n_traj.values * n_layers)))
-    k = SCALES[scale]
-    cells = len(k["betas"])
-    target = work(k)
-    return {"cpu_s": float(ds.simulate_cpu_s.sum()),
-            "cell_wall_s": float(ds.attrs.get("cell_time_s", np.nan)),
-            "wall_s": float(ds.attrs.get("wall_time_s", np.nan)),
-            "per_step_us": 1e6 * per_step, "steps": steps, f"{scale}_steps": target,
-            f"{scale}_cpu_h": per_step * target / 3600.0, f"{scale}_cells": cells,
-            f"{scale}_cell_cpu_min": per_step * target / 60.0 / cells}
-
-
 #: Merged splits agree with the reduction when every |z| (at the times with at least
 #: PERSIST_MIN_MERGED merged) is at most this: over 3 betas x 2 splits x ~40 correlated
 #: times a correct prediction exceeds 4 with probability of order 1%.
@@ -195,15 +174,12 @@ def _per_beta(sub, times, i_ref) -> dict:
     splits = {int(m): j for j, m in enumerate(sub.minority.values)}
     row = {"p_ref": float(p[i_ref]), "p_final": float(p[-1]),
            "t_level": float(times[min(i_level, times.size - 1)]),
-           "unchanged": bool(int(sub.n_lost.values[i_ref]) == 0
-                             and int(sub.n_gained.values[i_ref]) == 0),
            "low_final": float(sub.p_antipodal_pair_low.values[-1]),
            "high_final": float(sub.p_antipodal_pair_high.values[-1]),
            "lost": int(sub.n_lost.values[i_ref]), "gained": int(sub.n_gained.values[i_ref]),
            "max_dev_after_ref": float(np.max(np.abs(p[i_ref:] - p[-1]))),
            "t_settle_99": float(times[settled[0]]) if settled.size else float("nan"),
            "t_clustered_95": float(times[clustered[0]]) if clustered.size else float("nan"),
-           "p_clustered_final": float(sub.p_clustered.values[-1]),
            "split_ref": {m: int(sub.n_split.values[i_ref, j]) for m, j in splits.items()},
            "split_final": {m: int(sub.n_split.values[-1, j]) for m, j in splits.items()}}
     if "persist_z" not in sub:
@@ -215,7 +191,6 @@ def _per_beta(sub, times, i_ref) -> dict:
         row["merged"][m] = {"n_merged_final": int(ss.n_merged_split.values[-1]),
                             "p_final": float(ss.p_persist.values[-1]),
                             "predicted_final": float(ss.p_persist_predicted.values[-1]),
-                            "z_final": float(ss.persist_z.values[-1]),
                             "max_abs_z": digest["max_abs_z"], "n_times_compared": digest["n"]}
     return row
 
@@ -225,18 +200,18 @@ def summary(ds, t_ref=None) -> dict:
 
     Persistence is measured from ``t_ref`` (default T/10).  ``per_beta[beta]``: ``p_ref``,
     ``p_final`` (fractions with an antipodal pair at ``t_ref`` and T), ``lost``/``gained``
-    in between (``unchanged``: none), ``max_dev_after_ref``, ``t_settle_99`` (from when at
+    in between, ``max_dev_after_ref``, ``t_settle_99`` (from when at
     most 1% ever change status again), ``t_clustered_95``, ``t_level`` (from when the
     fraction stays within :data:`LEVEL_TOL` of its final value), the two-group
     configurations by split at ``t_ref`` and T, and each merged split against its
     prediction (largest |z| over the times with :data:`PERSIST_MIN_MERGED` merged).
 
-    Across betas: ``lost_total``; ``most_lost_beta`` (the beta where most trajectories lose
+    Across betas: ``most_lost_beta`` (the beta where most trajectories lose
     their pair, the first if none does) and ``most_lost``, its row with ``net_loss``,
     ``unbalanced_drop`` (the fall of the unequal two-group configurations from ``t_ref`` to
     T) and ``balanced_holds`` (the equal ones do not fall; None for odd N); ``others``, the
     largest ``t_level`` and ``max_dev_after_ref`` over the other betas (NaN without any);
-    ``t_clustered_95_max`` (NaN if some beta never reaches 95%) and its share of T;
+    ``t_clustered_95_max`` (NaN if some beta never reaches 95%);
     ``persist_max_abs_z`` and ``persist_agree`` (at most :data:`PERSIST_Z_MAX`; None
     without a compared time).  ``beta_c`` is the two-token threshold in the run's d.
     """
@@ -252,10 +227,10 @@ def summary(ds, t_ref=None) -> dict:
     others = [r for b, r in rows.items() if b != b_most]
     t95 = [r["t_clustered_95"] for r in rows.values()]
     out = {"n_traj": int(ds.n_traj.values.max()), "T": T, "t_ref": float(times[i_ref]),
-           "n_tokens": n_tok, "d": int(ds.attrs["fixed_d"]), "L": int(ds.attrs["fixed_L"]),
+           "n_tokens": n_tok, "d": int(ds.attrs["fixed_d"]),
            "scale": str(ds.attrs.get("scale", "")),
            "beta_c": float(theory.critical_beta(int(ds.attrs["fixed_d"]))), "per_beta": rows,
-           "lost_total": int(sum(r["lost"] for r in rows.values())), "most_lost_beta": b_most,
+           "most_lost_beta": b_most,
            "most_lost": {
                "beta": b_most, **{k: v for k, v in row.items() if k != "merged"},
                "net_loss": row["lost"] - row["gained"],
@@ -267,7 +242,6 @@ def summary(ds, t_ref=None) -> dict:
                       "max_dev_max": max((r["max_dev_after_ref"] for r in others),
                                          default=float("nan"))},
            "t_clustered_95_max": max(t95) if all(np.isfinite(t95)) else float("nan")}
-    out["t_clustered_95_share"] = out["t_clustered_95_max"] / T
     if "persist_z" in ds:
         zs = [v["max_abs_z"] for r in rows.values() for v in r["merged"].values()
               if np.isfinite(v["max_abs_z"])]
@@ -292,34 +266,20 @@ def discretisation_check(ds, beta, source, *, cache_dir=None, **overrides):
     return check, time.perf_counter() - start
 
 
-def page_values(ds, stats, costs, source, elapsed, check_elapsed) -> dict:
-    """What the page glues as plain values: :func:`summary`, the :func:`cost_report`, the
-    paper scale's settings, the module's thresholds, the run's wall time (a committed
-    result's own) and cached cells, the other betas' numbers for the chapter, and the
-    discretisation check's settings and seconds (:func:`discretisation_check`)."""
-    paper = SCALES["paper"]
-    b_check, L_run = stats["most_lost_beta"], int(ds.attrs["fixed_L"])
-    coarse = split_drop(ds, b_check)
-    return {**stats, "others": {**stats["others"], **_fig7_page.others_text(stats)},
-            "cost": {**costs, "paper_cpu_min": 60 * costs["paper_cpu_h"]},
-            "paper": {"n_traj": paper["n_traj"], "layers": int(paper["L"] * paper["T"])},
-            "const": {"persist_z_max": PERSIST_Z_MAX, "persist_min_merged": PERSIST_MIN_MERGED,
-                      "level_tol": LEVEL_TOL},
-            "wall_s": (float(ds.attrs.get("wall_time_s", elapsed))
-                       if source.startswith("the committed") else elapsed),
-            "n_cells_cached": int(ds.attrs["n_cells_cached"]), "n_cells": int(ds.attrs["n_cells"]),
-            "check": {"beta": b_check, "t_ref": coarse[min(coarse)]["t_ref"], "L": L_run,
-                      "L_fine": 4 * L_run, "n_traj": max(1, int(ds.n_traj.values.max()) // 2),
-                      "elapsed_s": check_elapsed}}
-
-
-def phrases(stats, scale, ds=None, check=None) -> dict[str, str]:
-    """The page's verdict sentences (Markdown, :func:`._fig7_page.phrases`); with the run
-    ``ds`` and its discretisation ``check``, also those of the check."""
-    out = _fig7_page.phrases(stats, scale, z_max=PERSIST_Z_MAX, min_merged=PERSIST_MIN_MERGED)
+def phrases(stats, ds=None, check=None) -> dict[str, str]:
+    """The page's Markdown: ``verdict`` (:func:`._fig7_page.verdict`), the tables
+    (:func:`._fig7_page.tables`) and, with the run ``ds`` and its discretisation ``check``,
+    ``check`` (:func:`._fig7_page.check_text`)."""
+    out = {"verdict": _fig7_page.verdict(stats, LEVEL_TOL), **_fig7_page.tables(stats)}
     if check is not None:
-        out |= _fig7_page.check_phrases(ds, check, stats["most_lost_beta"])
+        out["check"] = _fig7_page.check_text(ds, check, stats["most_lost_beta"])
     return out
+
+
+def _panel(ax, t, sub, name, colour, style="-"):
+    """One fraction of ``sub`` against time with its Wilson band."""
+    ax.fill_between(t, sub[f"{name}_low"], sub[f"{name}_high"], color=colour, alpha=0.2, lw=0)
+    ax.plot(t, sub[name], style, lw=1.5, color=colour)
 
 
 def plot(ds):
@@ -330,62 +290,43 @@ def plot(ds):
 
     from ...style import palette
 
-    betas, t, styles = ds.beta.values, ds.time.values, ["-", "--", ":", "-."]
-    colours = palette(len(betas))
+    t, n_tok, styles = ds.time.values, int(ds.attrs["fixed_n_tokens"]), ["-", "--", ":", "-."]
     merged = "p_persist" in ds
-    fig, axes = plt.subplots(2, 2, figsize=(12, 9)) if merged else plt.subplots(1, 3, figsize=(15, 4.6))
-    ax, axu, axs, axp = (*axes.ravel(), None)[:4]
-    n_tok = int(ds.attrs["fixed_n_tokens"])
-    for colour, b in zip(colours, betas):
+    fig, axes = plt.subplots(2, 2, figsize=(8.0, 6.6), sharex=True)
+    ax, axu, axs, axp = axes.ravel()
+    for colour, b in zip(palette(ds.beta.size), ds.beta.values):
         sub = ds.sel(beta=b)
-        for a, name in ((ax, "antipodal_pair"), (axu, "unsettled")):
-            a.fill_between(t, sub[f"p_{name}_low"], sub[f"p_{name}_high"], color=colour,
-                           alpha=0.25, lw=0)
-            a.plot(t, sub[f"p_{name}"], "-", lw=1.6, color=colour, label=rf"$\beta$ = {b:g}")
+        _panel(ax, t, sub, "p_antipodal_pair", colour)
         ax.plot(t, sub.p_clustered, "--", lw=1.0, color=colour)
+        _panel(axu, t, sub, "p_unsettled", colour)
+        ax.plot([], [], "-", color=colour, label=rf"$\beta$ = {b:g}")
         for j, m in enumerate(ds.minority.values):
             ss, style = sub.sel(minority=m), styles[j % len(styles)]
-            axs.fill_between(t, ss.p_split_low, ss.p_split_high, color=colour, alpha=0.15, lw=0)
-            axs.plot(t, ss.p_split, style, lw=1.4, color=colour)
-            if merged:
-                # only where enough trajectories have merged for the fraction to mean much
+            _panel(axs, t, ss, "p_split", colour, style)
+            if merged:   # where enough trajectories have merged for the fraction to mean much
                 shown = ss.n_merged_split >= 20
-                axp.fill_between(t, ss.p_persist_low.where(shown), ss.p_persist_high.where(shown),
-                                 color=colour, alpha=0.15, lw=0)
                 axp.plot(t, ss.p_persist.where(shown), "o", ms=2.5, color=colour)
-                axp.plot(t, ss.p_persist_predicted.where(shown), style, lw=1.3, color=colour)
-    ax.plot([], [], "-", color="0.3", lw=1.6, label="at least one antipodal pair")
-    ax.plot([], [], "--", color="0.3", lw=1.0, label="clustered")
-    for colour, b in zip(colours, betas):
-        axs.plot([], [], "-", color=colour, lw=1.6, label=rf"$\beta$ = {b:g}")
+                axp.plot(t, ss.p_persist_predicted.where(shown), style, lw=1.2, color=colour)
+    ax.plot([], [], "--", color="0.4", lw=1.0, label="clustered")
     for j, m in enumerate(ds.minority.values):
-        axs.plot([], [], styles[j % len(styles)], color="0.3", lw=1.4,
-                 label=f"{m} vs {n_tok - m} tokens")
-    if merged:
-        axp.plot([], [], "o", ms=3, color="0.3", label="simulation (merged by t)")
-        for j, m in enumerate(ds.minority.values):
-            axp.plot([], [], styles[j % len(styles)], color="0.3", lw=1.3,
-                     label=f"{m} vs {n_tok - m}: limit prediction")
-        axp.set(ylim=(-0.02, 1.02), ylabel="fraction antipodal, of those merged into the split",
-                title="(d) merged splits: simulation vs the two-cluster diffusion\n"
-                      "(times with at least 20 merged trajectories)")
-        axp.legend(loc="lower left")
-    for a in (ax, axu, axs) + ((axp,) if merged else ()):
-        a.set(xscale="log", xlabel=r"time $t$ (= layer / L)", xlim=(t[0], t[-1]))
-    axs.set_ylim(-0.02, min(1.02, float(ds.p_split_high.max()) + 0.1))
+        axs.plot([], [], styles[j % len(styles)], color="0.4", label=f"{m} vs {n_tok - m}")
+    axp.plot([], [], "o", ms=3, color="0.4", label="simulation")
+    axp.plot([], [], "-", color="0.4", label="reduction")
     ax.set(ylim=(-0.02, 1.02), ylabel="fraction of trajectories",
-           title="(a) antipodal structure and clustering over time")
-    ax.legend(loc="lower right")
-    axu.set(ylim=(-0.02, 1.02), ylabel="fraction whose status still changes after t",
-            title="(b) not yet settled (antipodal pair or not, vs at T)")
-    axu.legend(loc="upper right")
-    axs.set(ylabel="fraction of trajectories", title="(c) two antipodal groups, by group sizes")
-    axs.legend(loc="upper left", ncol=2)
-    return laid_out(fig, f"Persistence: N = {n_tok}, d = {ds.attrs['fixed_d']}, "
-                    f"{ds.attrs['fixed_attention']} attention, L = {ds.attrs['fixed_L']}, "
-                    f"T = {ds.attrs['fixed_T']:g}, {int(ds.n_traj.values.max()):,} "
-                    "trajectories per beta (shaded: Wilson 95% interval)")
-
+           title="(a) antipodal pair (solid)")
+    axu.set(ylim=(-0.02, 1.02), title="(b) status still changes after t")
+    axs.set(ylim=(-0.02, min(1.02, float(ds.p_split_high.max()) + 0.1)),
+            ylabel="fraction of trajectories", title="(c) two antipodal groups")
+    axp.set(ylim=(-0.02, 1.02), title="(d) merged splits vs the reduction")
+    for a in axes.ravel():
+        a.set(xscale="log", xlim=(t[0], t[-1]))
+    for a in axes[1]:
+        a.set_xlabel("time $t$")
+    ax.legend(loc="upper left")
+    axs.legend(loc="upper left")
+    axp.legend(loc="lower left")
+    return laid_out(fig, f"N = {n_tok}, d = {ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
+                    f"{int(ds.n_traj.values.max()):,} trajectories per β")
 
 FIGURE = Figure(
     "fig7", source="paper",

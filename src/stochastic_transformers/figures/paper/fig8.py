@@ -1,28 +1,12 @@
-r"""Figure 8 (appendix D.1): the two-token transition against the time horizon.
+r"""Figure 8 (appendix D.1): the two-token outcome against the time horizon.
 
-Two tokens, Gaussian values, :math:`B = I`, the setting of Figure 3.  Theorem 2 says
-where the overlap :math:`Z_t = \langle Y^1_t, Y^2_t\rangle` of the limit diffusion can
-end: +1 (one cluster) always attracts, and -1 (an antipodal pair) attracts iff
-:math:`d - 2 < \cosh 2\beta`, i.e. :math:`\beta > \beta_c(d) = \tfrac12\operatorname{arccosh}(d-2)`.
-Over the dimensions :math:`d = 4, \dots, 10` of Figure 3 this gives three regimes:
-
-I.   :math:`\beta < \beta_c(4)`: only the single cluster attracts, for every d;
-II.  :math:`\beta_c(4) < \beta < \beta_c(10)`: the antipodal pair attracts for some d only;
-III. :math:`\beta > \beta_c(10)`: the antipodal pair attracts for every d.
-
-(The paper words them "two-token clustering possible for all d / for some d / for all d
-again"; for the antipodal outcome the first regime is "for no d".)  For one beta in each
-regime and every d, one run that records the overlap on a log-spaced time grid gives the
-fraction of trajectories not yet clustered, ending in one cluster, and ending antipodal,
-at every horizon :math:`t \le T` at once.  The long-time limit of the antipodal fraction
-is the exact scale-function probability
-:func:`stochastic_transformers.theory.antipodal_probability`.
-
-A pair is classified at each recorded time with the tolerance of the paper
-(:math:`10^{-3}`, see :mod:`stochastic_transformers.classification`), from the gaps
-:math:`1 \mp Z` that the exact overlap chain keeps at full precision.  Early stopping
-is off (it is always off when times are recorded), so every trajectory runs the full
-:math:`LT` layers.
+The setting of Figure 3 (two tokens, Gaussian values, :math:`B = I`), for one beta in each
+regime of Theorem 2 over d = 4..10 (I: -1 attracts for no d, II: for the small d only,
+III: for every d) and every d.  One run per (beta, d) records the overlap on a log-spaced
+time grid, so it gives the fractions of pairs not yet clustered, in one cluster and
+antipodal (tolerance :math:`10^{-3}`, from the gaps :math:`1 \mp Z` that the exact overlap
+chain keeps at full precision; no early stopping) at every horizon :math:`t \le T` at once.
+Their long-time limit is :func:`stochastic_transformers.theory.antipodal_probability`.
 """
 
 from __future__ import annotations
@@ -38,7 +22,7 @@ from ..base import (add_outcome_fractions, cell_threads, laid_out, log_time_grid
                     trajectory_layer_work)
 from ..knobs import integers
 from ..spec import Figure
-from ._fig8_page import phrases, texts  # noqa: F401 - the page's words, reached from here
+from .fig3 import NEAR
 
 #: beta of each regime for d = 4..10: 0.25 < beta_c(4) = 0.658; beta_c(7) = 1.146 < 1.2 <
 #: beta_c(8) = 1.239 (antipodal attracting for d = 4..7 only); 3.0 > beta_c(10) = 1.384.
@@ -135,7 +119,7 @@ def finish(ds):
 
 
 def _per_beta(ds) -> dict:
-    """Per beta: which d's have an attracting antipodal pair, settling, fractions at T."""
+    """Per beta: which d's have an attracting antipodal pair, settling, deviations at T."""
     per_beta = {}
     n_d = ds.sizes["d"]
     for b in ds.beta.values:
@@ -143,16 +127,10 @@ def _per_beta(ds) -> dict:
         settle = sub.settle_time.values
         n_att = int(sub.n_attracting)
         per_beta[float(b)] = {
-            "n_attracting": n_att,
             "attracting": "none" if n_att == 0 else "all" if n_att == n_d else "some",
             "attracting_d": [int(d) for d in sub.d.values[sub.antipodal_attracting.values]],
             "max_settle": float(np.max(settle)),
             "settled": bool(np.all(np.isfinite(settle))),
-            "max_settle_d": int(sub.d.values[int(np.argmax(settle))]),
-            "p_antipodal_T": {int(d): float(v) for d, v in zip(sub.d.values,
-                                                               sub.p_antipodal.values[:, -1])},
-            "p_limit": {int(d): float(v) for d, v in zip(sub.d.values,
-                                                         sub.p_antipodal_limit.values)},
             "max_abs_z": z_digest(sub.z_final)["max_abs_z"],
             "max_abs_late_change": float(np.max(np.abs(sub.late_change.values))),
         }
@@ -204,6 +182,18 @@ def _closest_threshold(ds) -> dict:
             "distance": float(gap[ib, idd])}
 
 
+def _near_thresholds(ds) -> dict:
+    """The points (beta, d) of the run within :data:`fig3.NEAR <.fig3.NEAR>` of beta_c(d),
+    the band Figure 3 reports apart: their number, the points, and the largest late change
+    of the antipodal fraction among them."""
+    gap = np.abs(ds.beta.values[:, None] - ds.beta_c.values[None, :])
+    idx = np.argwhere(gap < NEAR)
+    late = [abs(float(ds.late_change.values[i, j])) for i, j in idx]
+    return {"window": NEAR, "n": int(len(idx)),
+            "points": [(float(ds.beta.values[i]), int(ds.d.values[j])) for i, j in idx],
+            "max_abs_late_change": max(late, default=0.0)}
+
+
 def _grid_step(times, lo, hi) -> float:
     """Largest relative step t[k+1]/t[k] - 1 of the recorded times between ``lo`` and
     ``hi`` (both included; the step into ``lo`` counts): the resolution of a time read
@@ -227,7 +217,7 @@ def _t_half(ds) -> dict:
 
 
 def summary(ds) -> dict:
-    """Numbers the notebook quotes (per beta and overall), and the verdicts its wording
+    """Numbers the page quotes (per beta and overall), and the verdicts its wording
     follows: ``settled_early`` (every point settled by :data:`SETTLED_EARLY_FRACTION` of T),
     ``flat`` (late change at most :data:`FLAT_LATE_CHANGE`), ``agrees_with_theory`` (at
     least :data:`AGREE_SHARE_2SE` of the points within 2 standard errors, none beyond
@@ -235,13 +225,11 @@ def summary(ds) -> dict:
     ``some`` or ``none`` of the betas with a half-clustering time that does not increase
     with d, on the recorded grid, whose relative step over the range of ``t_half`` is
     ``t_half_grid_step``) and ``transient_antipodal["reading"]`` (see :func:`_transient`).
-    ``closest_threshold`` is the point of the run nearest to beta_c(d)."""
+    ``closest_threshold`` is the point of the run nearest to beta_c(d), ``near_thresholds``
+    those within Figure 3's band around it (:func:`_near_thresholds`)."""
     T = float(ds.time.values[-1])
     z = z_digest(ds.z_final.values)
-    shape = ds.z_final.shape
-    worst = np.unravel_index(int(np.argmax(np.abs(ds.z_final.values))), shape)
     settle = ds.settle_time.values
-    slowest = np.unravel_index(int(np.argmax(settle)), shape)
     n_settled, max_settle = int(np.sum(np.isfinite(settle))), float(np.max(settle))
     max_late = float(np.max(np.abs(ds.late_change.values)))
     settled_early = n_settled == settle.size and max_settle <= SETTLED_EARLY_FRACTION * T
@@ -249,13 +237,10 @@ def summary(ds) -> dict:
     agree = z["share_within"] >= AGREE_SHARE_2SE and z["max_abs_z"] <= AGREE_MAX_Z
     return {
         "transient_antipodal": _transient(ds), **_t_half(ds),
-        "closest_threshold": _closest_threshold(ds),
-        "slowest_beta": float(ds.beta.values[slowest[0]]),
-        "slowest_d": int(ds.d.values[slowest[1]]),
+        "closest_threshold": _closest_threshold(ds), "near_thresholds": _near_thresholds(ds),
         "T": T, "n_traj": int(ds.n_traj.values.max()), "n_points": int(settle.size),
         "n_betas": int(ds.sizes["beta"]), "per_beta": _per_beta(ds),
-        "max_abs_z": z["max_abs_z"], "max_z_beta": float(ds.beta.values[worst[0]]),
-        "max_z_d": int(ds.d.values[worst[1]]), "share_within_2se": z["share_within"],
+        "max_abs_z": z["max_abs_z"], "share_within_2se": z["share_within"],
         "max_abs_late_change": max_late, "late_change_from": float(ds.attrs["late_change_from"]),
         "settle_level": SETTLE_LEVEL, "n_settled": n_settled,
         "all_settled": n_settled == settle.size, "max_settle": max_settle,
@@ -263,8 +248,6 @@ def summary(ds) -> dict:
         "flat": bool(flat), "agrees_with_theory": bool(agree),
         "agrees_with_paper": bool(settled_early and flat and agree),
         "figure3_grid": _figure3_grid(),
-        "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
-        "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))),
     }
 
 
@@ -274,15 +257,58 @@ def summary(ds) -> dict:
 SECONDS_PER_WORK = 1.9e-7
 
 
-def costs(ds) -> dict:
-    """``{"cost": ...}``: the quick and the paper scale projected at the rate of ``ds``
-    (core-minutes), and the paper scale's cells and settings."""
-    paper = SCALES["paper"]
-    cells = len(paper["betas"]) * len(paper["d"])
-    paper_s = FIGURE.cost("paper", ds)
-    return {"cost": {"quick_min": FIGURE.cost("quick", ds) / 60, "paper_min": paper_s / 60,
-                     "paper_per_cell_min": paper_s / cells / 60, "paper_cells": cells,
-                     "paper_n_traj": paper["n_traj"], "paper_T": paper["T"]}}
+def _verdict(stats) -> str:
+    """Whether the run reproduces the paper's claim (:func:`summary`'s verdicts), in words."""
+    if stats["agrees_with_paper"]:
+        return (f"Reproduced: at every (β, d) the fraction not yet clustered stays at or below "
+                f"{stats['settle_level']:.0%} from t = {stats['max_settle']:.3g} on, "
+                f"{stats['max_settle_fraction']:.0%} of the horizon T = {stats['T']:g}; after "
+                f"t = {stats['late_change_from']:g} the antipodal fraction moves by at most "
+                f"{stats['max_abs_late_change']:.3f}, and at T it lies within 2 standard errors "
+                f"of the long-time limit at {stats['share_within_2se']:.0%} of the points.")
+    failed = [("not every point settles well before the horizon", stats["settled_early"]),
+              (f"the antipodal fraction still moves by up to {stats['max_abs_late_change']:.3f} "
+               "late in the run", stats["flat"]),
+              ("at T the fractions deviate from the long-time limit by more than the statistical "
+               f"error allows (up to {stats['max_abs_z']:.1f} standard errors)",
+               stats["agrees_with_theory"])]
+    return "Partly reproduced: " + "; ".join(text for text, ok in failed if not ok) + "."
+
+
+def phrases(stats) -> dict:
+    """The page's words (plain text): ``verdict``; per beta, ``regime`` (for which d the
+    antipodal pair attracts) and ``settle`` (from when at most :data:`SETTLE_LEVEL` of the
+    pairs are unclustered); ``transient``, what the pairs counted antipodal where -1
+    repels do; ``nearest``, the point of the run nearest to a threshold; and
+    ``near_points``, the points within Figure 3's band around a threshold."""
+    tr = stats["transient_antipodal"]
+    if tr["visited"]:
+        transient = (f"Where -1 repels, a few pairs still pass within the tolerance of it: at "
+                     f"most {tr['max']:.2%} of them (β = {tr['beta']:g}, d = {tr['d']}, at "
+                     f"t = {tr['time']:.2g}), and at most {tr['at_T']:.2%} at T. " + (
+                         "These visits are transient: a horizon of a few time units would count "
+                         "such pairs as antipodal, a long one does not."
+                         if tr["reading"] == "transient" else
+                         "Many of them are still there at T, so a longer horizon would count "
+                         "fewer pairs as antipodal."))
+    else:
+        transient = "No pair comes within the tolerance of -1 where -1 repels."
+    per_beta, near = stats["per_beta"], stats["closest_threshold"]
+    nearest = (f"β = {near['beta']:g} at d = {near['d']}, "
+               f"{abs(near['distance']):.3f} {'below' if near['distance'] < 0 else 'above'} "
+               f"β_c({near['d']})")
+    nt = stats["near_thresholds"]
+    near_betas = sorted({b for b, _ in nt["points"]})
+    near_points = ("none" if not nt["n"] else "; ".join(
+        f"β = {b:g} at d = " + ", ".join(str(d) for bb, d in nt["points"] if bb == b)
+        for b in near_betas))
+    return {"verdict": _verdict(stats), "transient": transient, "nearest": nearest,
+            "near_points": near_points,
+            "regime": {b: {"none": "no d", "all": "every d"}.get(
+                s["attracting"], "d = " + ", ".join(map(str, s["attracting_d"])))
+                for b, s in per_beta.items()},
+            "settle": {b: f"t = {s['max_settle']:.3g}" if s["settled"] else "not within T"
+                       for b, s in per_beta.items()}}
 
 
 def plot(ds):
@@ -297,15 +323,14 @@ def plot(ds):
     colours = palette(len(d_vals))
     rows = (("unclustered", "not yet clustered"), ("single", "single cluster"),
             ("antipodal", "antipodal pair"))
-    fig, axes = plt.subplots(3, len(betas), figsize=(3.9 * len(betas) + 1.0, 8.6),
-                             sharex=True, sharey="row", squeeze=False)
+    fig, axes = plt.subplots(3, len(betas), figsize=(8.0, 7.8), sharex=True, sharey="row",
+                             squeeze=False)
     for col, b in enumerate(betas):
         sub = ds.sel(beta=b)
-        n_att = int(sub.n_attracting)
-        regime = ("-1 attracts for no d" if n_att == 0 else
-                  "-1 attracts for every d" if n_att == len(d_vals) else
-                  f"-1 attracts for d = {', '.join(str(int(x)) for x in d_vals[sub.antipodal_attracting.values])}")
-        axes[0, col].set_title(rf"$\beta$ = {b:g}: {regime}")
+        attracting = d_vals[sub.antipodal_attracting.values]
+        regime = ("no d" if not attracting.size else "every d" if attracting.size == d_vals.size
+                  else "d = " + ", ".join(str(int(x)) for x in attracting))
+        axes[0, col].set_title(f"$\\beta$ = {b:g}\n$-1$ attracts for {regime}")
         for row, (name, label) in enumerate(rows):
             ax = axes[row, col]
             for colour, d in zip(colours, d_vals):
@@ -320,12 +345,12 @@ def plot(ds):
                     ax.axhline(limit, color=colour, ls=":", lw=1.1)
             ax.set_xscale("log")
             if col == 0:
-                ax.set_ylabel(f"fraction {label}")
-            if row == 2:
-                ax.set_xlabel("time horizon t (= layers / L)")
-    axes[2, 0].plot([], [], color="0.3", ls=":", lw=1.1, label="long-time limit (theory)")
+                ax.set_ylabel(label)
+    axes[2, 0].plot([], [], color="0.3", ls=":", lw=1.1, label="long-time limit")
     handles, labels = axes[2, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(handles), frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=(len(handles) + 1) // 2)
+    fig.supxlabel("time $t$ = layers / $L$ (log scale); bands: Wilson 95%", y=0.07)
+    fig.supylabel("fraction of pairs")
     # nothing happens in the first tenth of a time unit (every pair is still unclustered)
     axes[2, 0].set_xlim(max(0.1, float(t[shown][0])), float(t[-1]) * 1.15)
     for ax in axes[:2].ravel():
@@ -333,11 +358,7 @@ def plot(ds):
     top = max(0.05, float(ds.p_antipodal_high.max()), float(ds.p_antipodal_limit.max()))
     for ax in axes[2]:
         ax.set_ylim(-0.01, min(1.0, 1.1 * top + 0.01))
-    attrs = ds.attrs
-    return laid_out(fig, f"Two tokens across time horizons (N = 2, {attrs.get('fixed_attention', '')} "
-                    f"attention, L = {attrs.get('fixed_L', '?')}, T = {attrs.get('fixed_T', '?')}, "
-                    f"{int(ds.n_traj.values.max()):,} trajectories per point; bands: Wilson 95%)",
-                    rect=(0, 0.04, 1, 1))
+    return laid_out(fig, rect=(0, 0.08, 1, 1))
 
 
 FIGURE = Figure(

@@ -32,7 +32,7 @@ from ..base import (add_outcome_fractions, cell_threads, knob_attr, laid_out, lo
                     on_time_axis, sweep_seconds)
 from ..knobs import integer
 from ..spec import Figure
-from ._fig9_page import phrases, table  # noqa: F401 - the page's words, reached from here
+from ._fig9_page import phrases  # noqa: F401 - the page's verdict and table
 
 _BASE = dict(betas=(1.0, 5.0), n_tokens=8, d=4, attention="softmax", tol=1e-3, seed=0)
 SCALES = {
@@ -251,9 +251,7 @@ def summary(ds) -> dict:
     them, and ``beta`` (NaN and m = 0 when N < 3)."""
     out = {"T": float(ds.time.values[-1]), "n_traj": int(ds.sizes["trajectory"]),
            "n_tokens": int(knob_attr(ds, "n_tokens")), "d": int(ds.attrs["fixed_d"]),
-           "tol": float(knob_attr(ds, "tol")),
-           "cell_time_s": float(ds.attrs.get("cell_time_s", float("nan"))),
-           "wall_time_s": float(ds.attrs.get("wall_time_s", float("nan"))), "by": {}}
+           "tol": float(knob_attr(ds, "tol")), "by": {}}
     for m in ds.model.values:
         for b in ds.beta.values:
             s = ds.sel(model=m, beta=b)
@@ -312,17 +310,6 @@ def measured_work(ds) -> tuple[float, float]:
                                     * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
 
 
-def page_values(ds, run_wall: float) -> dict:
-    """What the page quotes beside the summary: ``cost`` (``run_wall_s``, the wall time of
-    the run behind it, and the quick and paper scales projected at its rate, in
-    core-minutes), the ``paper`` scale's settings and the plateau threshold (``const``)."""
-    paper = SCALES["paper"]
-    return {"cost": {"run_wall_s": run_wall, "quick_min": FIGURE.cost("quick", ds) / 60,
-                     "paper_min": FIGURE.cost("paper", ds) / 60},
-            "paper": {k: paper[k] for k in ("n_traj", "T", "block_size")},
-            "const": {"plateau_long": PLATEAU_LONG}}
-
-
 def _draw_model(axes, s, colour, label, shown, n_show, offset):
     """One model at one beta in a column of :func:`plot`: gap, groups, fraction clustered."""
     ax_gap, ax_k, ax_p = axes
@@ -352,13 +339,13 @@ def plot(ds, n_show=N_SHOW):
 
     colours = dict(zip(MODELS, palette(10)[:2]))
     labels = {"deterministic": r"deterministic flow ($\varepsilon = 0$)",
-              "stochastic": "stochastic model (Gaussian V)"}
+              "stochastic": "stochastic model"}
     t = ds.time.values
     shown = t > 0
     tol, n_tok = float(knob_attr(ds, "tol")), int(knob_attr(ds, "n_tokens"))
     n_show = min(n_show, ds.sizes["trajectory"])
-    fig, axes = plt.subplots(3, ds.sizes["beta"], figsize=(5.4 * ds.sizes["beta"], 9.4),
-                             sharex=True, sharey="row", squeeze=False)
+    fig, axes = plt.subplots(3, ds.sizes["beta"], figsize=(8.0, 8.0), sharex=True, sharey="row",
+                             squeeze=False)
     for col, b in enumerate(ds.beta.values):
         for m in MODELS:
             _draw_model(axes[:, col], ds.sel(model=m, beta=b), colours[m], labels[m], shown,
@@ -366,26 +353,23 @@ def plot(ds, n_show=N_SHOW):
         ax_gap, ax_k, ax_p = axes[:, col]
         ax_gap.axhline(tol, color="0.3", ls="--", lw=1)
         ax_gap.set(yscale="log", ylim=(GAP_FLOOR / 3, 3.0), title=rf"$\beta$ = {b:g}")
-        ax_k.set(ylim=(0.5, n_tok + 0.5), yticks=range(1, n_tok + 1))
+        ax_k.set(ylim=(0.5, n_tok + 0.5), yticks=range(1, n_tok + 1, max(1, n_tok // 4)))
         # nothing happens in the first tenth of a time unit
-        ax_p.set(ylim=(-0.02, 1.02), xscale="log", xlabel="time t (= layers / L)",
+        ax_p.set(ylim=(-0.02, 1.02), xscale="log", xlabel="time $t$",
                  xlim=(max(0.1, float(t[shown][0])), float(t[-1]) * 1.15))
-    axes[0, 0].set_ylabel("clustering gap\n" + r"$\max_{i<j}\min(1-\langle x_i,x_j\rangle,"
-                          r"1+\langle x_i,x_j\rangle)$")
-    axes[1, 0].set_ylabel("number of groups of tokens\n(together at tol)")
-    axes[2, 0].set_ylabel("fraction of trajectories\nclustered at tol")
-    axes[0, 0].plot([], [], color="0.3", ls="--", lw=1, label=f"tolerance {tol:g}")
-    axes[0, 0].plot([], [], color="0.5", lw=0.6, label=f"{n_show} single trajectories per model")
-    axes[0, 0].plot([], [], color="0.5", lw=2.4, label="median (band: quartiles)")
-    axes[0, 0].legend(loc="lower left")
-    axes[1, 0].legend([plt.Line2D([], [], color="0.5", lw=2.4)], ["mean over trajectories"],
+    axes[0, 0].set_ylabel(r"clustering gap $\delta$")
+    axes[1, 0].set_ylabel("number of groups")
+    axes[2, 0].set_ylabel("fraction clustered")
+    axes[0, 0].legend([plt.Line2D([], [], color="0.3", ls="--", lw=1)], [f"tolerance {tol:g}"],
                       loc="lower left")
-    axes[2, 0].legend(loc="upper left")
-    return laid_out(fig,
-                    f"Convergence, N = {n_tok} tokens, d = {int(ds.attrs['fixed_d'])}, "
-                    f"{ds.attrs.get('fixed_attention', '')} attention, B = I, "
-                    f"L = {ds.attrs.get('fixed_L', '?')}, {ds.sizes['trajectory']:,} trajectories "
-                    "per model (same initial tokens); bands: quartiles / Wilson 95%")
+    handles = [plt.Line2D([], [], color=colours[m], lw=2.4) for m in MODELS] + [
+        plt.Line2D([], [], color="0.5", lw=0.6), plt.Line2D([], [], color="0.5", lw=2.4)]
+    fig.legend(handles, [labels[m] for m in MODELS] + [
+        f"{n_show} single runs each", "median (gap) or mean (groups)"],
+        loc="upper center", bbox_to_anchor=(0.5, 0.965), ncol=2)
+    return laid_out(fig, f"N = {n_tok}, d = {int(ds.attrs['fixed_d'])}, "
+                    f"{ds.sizes['trajectory']:,} trajectories per model, same initial tokens",
+                    rect=(0, 0, 1, 0.925))
 
 
 FIGURE = Figure(

@@ -1,15 +1,15 @@
 r"""A few two-token trajectories: the overlap and its distance to the nearer pole.
 
-Two tokens start independent and uniform on :math:`S^{d-1}` and pass through the
-stochastic model (paper eq. 4) with softmax attention (``_BASE``; no knob changes it) on
-the exact overlap chain; the overlap
-:math:`Z_t = \langle X^1_t, X^2_t\rangle` is recorded at every layer.  The chain keeps
-:math:`1 - Z` and :math:`1 + Z` to full relative precision, so the distance to the nearer
-pole can be drawn on a log scale down to any depth.  No sweep: one call of
-:func:`stochastic_transformers.simulate`, a few seconds at most.
+Two tokens start independent and uniform on :math:`S^{d-1}` and pass through the stochastic
+model (paper eq. 4) with softmax attention (``_BASE``; no knob changes it) on the exact
+overlap chain, which keeps :math:`1 \mp Z` to full relative precision, so the distance to
+the nearer pole can be drawn on a log scale to any depth.  One call of
+:func:`stochastic_transformers.simulate`, no sweep.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -46,22 +46,71 @@ def run(knobs, sweeps):
     return ds
 
 
+def log_gap_rates(beta, d, sigma=1.0) -> dict:
+    r"""Mean exponential rates at which the gap to each pole closes, softmax attention.
+
+    Near a pole the overlap diffusion of Lemma 4 is linear in the gap, so the log-gap is a
+    Brownian motion with drift: :math:`\log(1 - Z_t)` falls at rate :math:`\sigma^2(d-1)`
+    near +1, and :math:`\log(1 + Z_t)` at rate
+    :math:`\sigma^2(\cosh 2\beta - (d-2))/\cosh^2\beta` near -1 (negative where -1 repels).
+    """
+    beta, d = float(beta), int(d)
+    return {"single": sigma**2 * (d - 1),
+            "antipodal": sigma**2 * (math.cosh(2 * beta) - (d - 2)) / math.cosh(beta) ** 2}
+
+
 def summary(ds) -> dict:
     """Outcomes at T (the side of 0 each overlap ends on: ``n_single`` with Z_T >= 0,
     ``n_antipodal`` with Z_T < 0, and how many end within the tolerance :data:`TOL` of
-    their pole), the smallest gap reached, the attention, and the limit theory for the
-    same (beta, d) (the long-time law is the same for both attentions)."""
+    their pole), the smallest gap reached, the limit theory for the same (beta, d) (the
+    long-time law is the same for both attentions), and ``rate``: the rate at which the
+    log-gap falls over the second half of the run, averaged over the paths at each pole,
+    with its prediction ``rate_theory`` (:func:`log_gap_rates`)."""
     final = ds.overlap.values[:, -1]
     gaps = np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values)
     beta, d = float(ds.attrs["beta"]), int(ds.attrs["d"])
     tol = float(ds.attrs.get("tol", TOL))
-    return {"n_traj": int(ds.sizes["trajectory"]), "T": float(ds.time.values[-1]),
-            "n_single": int(np.sum(final >= 0)), "n_antipodal": int(np.sum(final < 0)),
+    times = ds.time.values
+    half = int(np.searchsorted(times, times[-1] / 2))
+    slope = np.log(gaps[:, half] / gaps[:, -1]) / (times[-1] - times[half])
+    sides = {"single": final >= 0, "antipodal": final < 0}
+    return {"n_traj": int(ds.sizes["trajectory"]), "T": float(times[-1]),
+            "n_single": int(np.sum(sides["single"])),
+            "n_antipodal": int(np.sum(sides["antipodal"])),
             "n_within_tol": int(np.sum(gaps[:, -1] <= tol)), "tol": tol,
             "min_gap": float(gaps.min()), "beta": beta, "d": d,
             "attention": str(ds.attrs.get("attention", _BASE["attention"])),
             "beta_c": float(theory.critical_beta(d)),
-            "p_antipodal_theory": float(theory.antipodal_probability(beta, d))}
+            "p_antipodal_theory": float(theory.antipodal_probability(beta, d)),
+            "rate": {k: float(slope[m].mean()) if m.any() else None for k, m in sides.items()},
+            "rate_theory": log_gap_rates(beta, d, float(ds.attrs.get("sigma", 1.0)))}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's words (plain text): ``verdict``, whether every path ends within the
+    tolerance of a pole without reaching it, as Lemmas 4 to 6 of the paper predict, and
+    ``rates``, the measured rates of the gaps against their predictions, with the number of
+    paths behind each (a rate from a single path is flagged as such)."""
+    n, within, up, down = (stats[k] for k in ("n_traj", "n_within_tol", "n_single", "n_antipodal"))
+    reached = "a gap reaches zero in floating point" if stats["min_gap"] == 0 else (
+        f"the gaps keep shrinking, down to {stats['min_gap']:.0e}, without reaching zero")
+    word = ("Not as predicted" if stats["min_gap"] == 0 else
+            "As predicted" if within == n else "Partly as predicted")
+    verdict = (f"{word}: all {n} paths end within the tolerance of a pole by "
+               f"t = {stats['T']:g} ({up} at +1, {down} at -1), and {reached}."
+               if within == n else
+               f"{word}: by t = {stats['T']:g}, {within} of the {n} paths are within the "
+               f"tolerance of a pole and the others still wander ({up} end on the side of +1, "
+               f"{down} on the side of -1); {reached}.")
+    poles = [(k, pole, stats[f"n_{k}"]) for k, pole in (("single", "+1"), ("antipodal", "-1"))
+             if stats["rate"][k] is not None]
+    measured = [f"{stats['rate'][k]:.2f} near {pole} over {m} path{'s' if m != 1 else ''} "
+                f"(predicted {stats['rate_theory'][k]:.2f})" for k, pole, m in poles]
+    single = [pole for _, pole, m in poles if m == 1]
+    caveat = "".join(f" The rate near {pole} rests on a single path, so how close it comes to "
+                     "its prediction is chance." for pole in single)
+    return {"verdict": verdict, "rates": "Over the second half of the run the gaps close at "
+                                         f"mean rates {' and '.join(measured)}.{caveat}"}
 
 
 def plot(ds):
@@ -71,16 +120,28 @@ def plot(ds):
     from ...style import palette
 
     times = ds.time.values
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(8.0, 3.4))
     for colour, z, g1, g2 in zip(palette(ds.sizes["trajectory"]), ds.overlap.values,
                                  ds.one_minus_overlap.values, ds.one_plus_overlap.values):
         ax.plot(times, z, color=colour, lw=0.9)
         ax2.semilogy(times, np.minimum(g1, g2), color=colour, lw=0.9)
     ax.set(xlabel="time $t = n/L$", ylabel=r"overlap $Z_t$", ylim=(-1.05, 1.05),
            title=f"d = {ds.attrs['d']}, $\\beta$ = {ds.attrs['beta']:g}, L = {ds.attrs['L']}")
-    ax2.axhline(ds.attrs["tol"], color="0.3", ls=":", lw=1)
+    ax2.axhline(ds.attrs["tol"], color="0.3", ls=":", lw=1, label=f"tolerance {ds.attrs['tol']:g}")
+    # The predicted mean rates, drawn over the second half from the paths' geometric mean.
+    half = int(np.searchsorted(times, times[-1] / 2))
+    gaps = np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values)
+    rates = log_gap_rates(ds.attrs["beta"], ds.attrs["d"], float(ds.attrs.get("sigma", 1.0)))
+    ends_high = ds.overlap.values[:, -1] >= 0
+    for side, paths in (("single", ends_high), ("antipodal", ~ends_high)):
+        if paths.any() and rates[side] > 0:
+            g0 = np.exp(np.log(gaps[paths, half]).mean())
+            ax2.semilogy(times[half:], g0 * np.exp(-rates[side] * (times[half:] - times[half])),
+                         "k--", lw=1.2)
+    ax2.plot([], [], "k--", lw=1.2, label="predicted mean rate")
+    ax2.legend(loc="lower left")
     ax2.set(xlabel="time $t = n/L$", ylabel=r"$\min(1 - Z_t,\ 1 + Z_t)$",
-            title=f"distance to the nearer pole (dotted: tolerance {ds.attrs['tol']:g})")
+            title="distance to the nearer pole")
     return laid_out(fig)
 
 

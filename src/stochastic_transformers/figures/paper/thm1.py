@@ -252,11 +252,8 @@ def _pair(ds, name, t, snr, L_min) -> dict:
     change = entry["pure_sign_change"] = _changes_sign(b[pure["used"]])
     for key, value in (("pure_order", pure["order"]), ("pure_order_se", pure["order_se"])):
         entry[key] = float("nan") if change else float(value)
-    entry["pure_n_fit"] = int(pure["used"].sum())
     if late.any():
-        entry.update(Le_min=float((b * Ls)[late].min()), Le_max=float((b * Ls)[late].max()),
-                     two_se_max=float(2 * (se * Ls)[late].max()), L_from=int(Ls[late][0]),
-                     L_to=int(Ls[late][-1]))
+        entry.update(Le_min=float((b * Ls)[late].min()), Le_max=float((b * Ls)[late].max()))
     return entry
 
 
@@ -269,12 +266,10 @@ def _order_part(ds, pairs, snr) -> dict:
     c1_snr = [abs(q["C1"]) / q["C1_se"] for q in pairs if q["C1_se"] > 0]
     L_min = float(ds.attrs["fit_L_min"])
     first, second = head["C1"] / L_min, head["C2"] / L_min**2
-    p, p_se = head["order_corrected"], head["order_corrected_se"]
     out = {k: head[k] for k in (*_TWO_TERM, *_FREE) if k not in ("two_term_p", "corrected_p")}
     out.update(
         verdict=_verdict(head, snr), headline_function=head["function"],
         headline_label=head["label"], headline_time=head["time"],
-        order_corrected_z=float((p - 1.0) / p_se) if p_se > 0 else float("nan"),
         corrected_p_value=head["corrected_p"], two_term_p_value=head["two_term_p"],
         C1_snr=float(abs(head["C1"]) / head["C1_se"]) if head["C1_se"] > 0 else float("nan"),
         second_order_share_at_L_min=(float(abs(second) / abs(first + second))
@@ -307,40 +302,33 @@ def _pure_part(ds, snr) -> dict:
                "first_order" if _within_one(order, order_se) else "not_first_order")
     return {"verdict_pure": verdict, "pure_dof": dof, "pure_p_value": p,
             "pure_fits": bool(np.isfinite(p) and p >= FIT_P_MIN),
-            "order_z": float((order - 1.0) / order_se) if order_se > 0 else float("nan"),
             "order_tail": float(tail["order"]), "order_tail_se": float(tail["order_se"]),
-            "tail_L_min": tail_L_min, "order": order, "order_se": order_se,
-            "chi2_red": chi2_red, "has_chi2": bool(np.isfinite(chi2_red)), "L_used": used_L,
-            "L_unresolved": [int(L) for L in Ls[~(ds.weak_error_snr.values >= snr)]]}
+            "order": order, "order_se": order_se,
+            "chi2_red": chi2_red, "has_chi2": bool(np.isfinite(chi2_red))}
 
 
 def _run_part(ds) -> dict:
-    """The run: its model, errors, noise floors, variance reductions and compute times."""
-    Ls, err, err_se = ds.L.values, ds.weak_error.values, ds.weak_error_se.values
+    """The run: its model, errors, noise floors, variance reductions and compute time."""
+    Ls, err = ds.L.values, ds.weak_error.values
     beta, d = float(knob_attr(ds, "beta")), int(knob_attr(ds, "d"))
     beta_c = float(theory.critical_beta(d))
     ratio = (ds.bias_se_plain / ds.bias_se).values
     vr_small = float(np.nanmedian(ratio[..., 0] ** 2))
     return {"n_traj": int(ds.n_traj.max()),
             "weak_error": {int(L): float(e) for L, e in zip(Ls, err)},
-            "weak_error_se": {int(L): float(e) for L, e in zip(Ls, err_se)},
             "noise_floor_largest_L": float(2 * ds.bias_se.isel(L=-1).max()),
             "noise_floor_plain_largest_L": float(2 * ds.bias_se_plain.isel(L=-1).max()),
             "variance_reduction_largest_L": float(np.nanmedian(ratio[..., -1] ** 2)),
             "variance_reduction_smallest_L": vr_small,
             "cv_raises_variance_smallest_L": bool(vr_small < 1.0),
             "variance_increase_smallest_L": float(1.0 / vr_small - 1.0),
-            "max_reference_error": float(ds.reference_error.max()),
-            "L_times_error_largest_L": float(Ls[-1] * err[-1]), "beta": beta, "d": d,
+            "max_reference_error": float(ds.reference_error.max()), "beta": beta, "d": d,
             "beta_c": beta_c, "both_poles_attract": bool(beta > beta_c),
             "fit_min_snr": float(ds.attrs["fit_min_snr"]),
             "fit_L_min": int(ds.attrs["fit_L_min"]), "L_smallest": int(Ls[0]),
             "L_largest": int(Ls[-1]), "weak_error_smallest_L": float(err[0]),
-            "weak_error_largest_L": float(err[-1]), "weak_error_se_largest_L": float(err_se[-1]),
-            "cell_time_total_s": float(ds.cell_time_s.sum()),
-            "cell_time_largest_L_s": float(ds.cell_time_s.isel(L=-1)),
-            "n_cells": int(ds.attrs.get("n_cells", 0)),
-            "n_cells_cached": int(ds.attrs.get("n_cells_cached", 0))}
+            "weak_error_largest_L": float(err[-1]),
+            "cell_time_total_s": float(ds.cell_time_s.sum())}
 
 
 def summary(ds) -> dict:
@@ -368,12 +356,6 @@ def summary(ds) -> dict:
 def phrases(s) -> dict[str, str]:
     """The page's sentences (Markdown) from :func:`summary` ``s``, under this module's criteria."""
     return _page.phrases(s, ORDER_AGREEMENT_SE, FIT_P_MIN)
-
-
-def page_values(ds, s, run_wall) -> dict:
-    """Plain values the page quotes besides ``s``, with the paper scale's size and cost."""
-    return _page.page_values(s, run_wall, paper_n_traj=SCALES["paper"]["n_traj"],
-                             block_size=BLOCK_SIZE, paper_cpu_hours=FIGURE.cost("paper", ds) / 3600)
 
 
 def plot(ds):
