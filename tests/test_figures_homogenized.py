@@ -14,7 +14,7 @@ from stochastic_transformers.figures import (homog_logistic, homog_meet, homog_r
                                              homog_scaling, homog_simplex)
 from stochastic_transformers.figures.base import load_committed
 from stochastic_transformers.figures.followup.clock import decay_exponent
-from stochastic_transformers.figures.followup.prose import listed, signed
+from stochastic_transformers.figures.words import listed, signed
 from stochastic_transformers.stats import log_log_slope
 
 

@@ -4,13 +4,14 @@ Every figure of the book is one :class:`Figure`.  A figure module holds what is 
 the scales of its knobs, the sweep cell that simulates one point, ``summary`` (every number
 and verdict its page quotes) and ``plot`` - and ends with the declaration, e.g. Figure 3::
 
-    FIGURE = Figure(
-        "fig3", source="paper", description="two tokens: P(antipodal) vs beta ...",
-        scales=SCALES, schema={"d": integers(2)},
-        cell=cell, grid={"d": "d", "beta": "betas"},
-        fixed=("n_traj", "L", "T", "attention", "tol", "stop_level"), finish=finish,
-        work=trajectory_layer_work("d", "betas"), seconds_per_work=1.1e-8,
-        summary=summary, plot=plot)
+    FIGURE = Figure.declared(
+        globals(), "fig3", source="paper", description="two tokens: P(antipodal) vs beta ...",
+        schema={"d": integers(2)}, grid={"d": "d", "beta": "betas"},
+        fixed=("n_traj", "L", "T", "attention", "tol", "stop_level"),
+        work=trajectory_layer_work("d", "betas"))
+
+(:meth:`Figure.declared` takes ``SCALES``, ``cell``, ``finish``, ``SECONDS_PER_WORK``,
+``summary`` and ``plot`` from the module by their names.)
 
 What every figure does the same way is written here once: the knobs are checked before
 any compute (:meth:`Figure.knobs`), the sweep runs under the name ``ID-scale`` with the
@@ -33,10 +34,16 @@ from . import base
 from .base import sweep_seconds, trajectory_layers
 from .knobs import resolve_scale
 
-__all__ = ["Figure", "SOURCES", "projected_cost", "default_scheduler"]
+__all__ = ["Figure", "SOURCES", "CONVENTIONAL_NAMES", "projected_cost", "default_scheduler"]
 
 #: Where a figure comes from; each has its subpackage of :mod:`stochastic_transformers.figures`.
 SOURCES = ("paper", "followup", "ours")
+
+#: The module-level names that :meth:`Figure.declared` reads, by the field each fills.
+CONVENTIONAL_NAMES = {"scales": "SCALES", "cell": "cell", "run": "run", "finish": "finish",
+                      "work": "work", "measured_work": "measured_work",
+                      "seconds_per_work": "SECONDS_PER_WORK", "summary": "summary",
+                      "plot": "plot"}
 
 
 def default_scheduler(scale: str, scheduler):
@@ -182,6 +189,21 @@ class Figure:
             raise ValueError(f"{self.id}: scales must be {SCALE_NAMES} in that order")
         if (self.run is None) == (self.cell is None or not self.grid):
             raise ValueError(f"{self.id}: declare either run, or cell with its grid")
+
+    @classmethod
+    def declared(cls, namespace: Mapping, id: str, **fields) -> "Figure":
+        """The figure a module declares, as the last statement of the module::
+
+            FIGURE = Figure.declared(globals(), "fig3", source="paper", description=...)
+
+        ``fields`` are taken as given; a field left out is filled from the module-level
+        name that holds it by convention (:data:`CONVENTIONAL_NAMES`: ``SCALES``,
+        ``cell``, ``run``, ``finish``, ``work``, ``measured_work``,
+        ``SECONDS_PER_WORK``, ``summary``, ``plot``) where the module defines it.
+        """
+        found = {name: namespace[held] for name, held in CONVENTIONAL_NAMES.items()
+                 if name not in fields and held in namespace}
+        return cls(id, **found, **fields)
 
     @property
     def module(self):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..knobs import integer, real, reals
-from .prose import signed
+from ..words import signed
 
 #: The refinement multiplies the number of layers by this factor.
 REFINE_FACTOR = 4

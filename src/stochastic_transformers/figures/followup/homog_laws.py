@@ -29,7 +29,7 @@ from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real
 from ..spec import Figure
 from .homog_limits import markdown_table
-from .prose import signed
+from ..words import signed
 
 #: law name -> (values, qk_law)
 LAWS = {"gaussian": ("gaussian", "gaussian"), "rademacher_v": ("rademacher", "gaussian"),
@@ -204,14 +204,10 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_laws", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_laws", source="followup",
     description="random keys and queries with Rademacher weights: the overlap of two tokens "
                 "against Gaussian weights and the Gaussian limit, at several d",
-    scales=SCALES,
     schema={"b": real(0.0, 10.0), "t": real(0.0, 16.0, strict_min=True),
-            "dims": integers(3, 64), "n_layers": integer(1, 1 << 14), "n_traj": integer(2)},
-    cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+            "dims": integers(3, 64), "n_layers": integer(1, 1 << 14), "n_traj": integer(2)})
 compute, cost = FIGURE.compute, FIGURE.cost

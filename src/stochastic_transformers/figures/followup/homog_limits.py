@@ -29,7 +29,7 @@ from ...stats import log_log_slope
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
-from .prose import signed
+from ..words import signed
 
 #: The candidates, in the order a label is chosen (the simplest first).
 CANDIDATES = ("ode1", "ode2", "sde")
@@ -345,16 +345,13 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_limits", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_limits", source="followup",
     description="non-centred random attention: the map of limits (ODE I, ODE II, SDE) as eta = "
                 "L^-gamma and the noise t_L alpha = L^nu vary, measured against each candidate",
-    scales=SCALES,
     schema={"gammas": reals(0.25, 1.0), "nus": reals(-2.0, 1.0), "d": integer(3, 16),
             "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
             "turn": real(-5.0, 5.0), "n_times": integer(2, 64), "substeps": integer(1, 64),
             "Ls": integers(4, 1 << 14), "n_traj": integer(2)},
-    plan=_check_segments, cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+    plan=_check_segments)
 compute, cost = FIGURE.compute, FIGURE.cost

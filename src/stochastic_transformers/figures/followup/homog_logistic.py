@@ -39,7 +39,7 @@ from ..spec import Figure
 from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_table, label_gap_axes,
                     measured_work, on_schedule, plot_refinement, refinement_summary, schedule,
                     with_refinement, work)
-from .prose import listed, signed
+from ..words import listed, signed
 
 _BASE = dict(n_tokens=8, bs=(0.0, 0.5, 1.0), t_max=6.0, n_layers=300, n_times=31, seed=0)
 SCALES = {
@@ -258,14 +258,10 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_logistic", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_logistic", source="followup",
     description="random keys and queries, high temperature: the mean overlap against the "
                 "logistic law for d = 8..128 (follow-up's Theorem 3)",
-    scales=SCALES,
     # those of the clock t, and the dimensions, each of which must give a schedule
-    schema={**CLOCK_SCHEMA, "d": all_of(integers(3), on_schedule)},
-    cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+    schema={**CLOCK_SCHEMA, "d": all_of(integers(3), on_schedule)})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -33,7 +33,7 @@ from ...theory import critical_beta
 from ..base import add_outcome_fractions, cell_threads, laid_out
 from ..knobs import all_of, integers, reals, whole_layers
 from ..spec import Figure
-from .prose import signed
+from ..words import signed
 
 MODEL_NAMES = ("stochastic", "random_attention")
 _BETAS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -300,16 +300,12 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_meet", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_meet", source="followup",
     description="two tokens, fixed vs random keys and queries: P(antipodal) against beta for "
                 "d = 3, 4, with both limits",
-    scales=SCALES,
     # dimensions of at least 3 (the random keys' limit), betas up to 20, and refinement
     # depths that put T on whole layers
     schema={"d": integers(3), "betas": reals(0.0, 20.0),
-            "refine_Ls": all_of(integers(1), whole_layers("T", "refine_Ls"))},
-    cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+            "refine_Ls": all_of(integers(1), whole_layers("T", "refine_Ls"))})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -199,15 +199,11 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_noise", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_noise", source="followup",
     description="random keys and queries: common noise (shared weights) against independent "
                 "noise (each token its own), overlaps, clusters and antipodal pairs",
-    scales=SCALES,
     schema={"d": integer(3, 64), "beta": real(0.0, 20.0), "many_tokens": integer(3, 64),
             "tol": real(0.0, 0.5, strict_min=True), "taus": reals(0.0, 64.0, strict_min=True),
-            "L": integer(1, 1 << 14), "n_pairs": integer(2), "n_many": integer(2)},
-    cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+            "L": integer(1, 1 << 14), "n_pairs": integer(2), "n_many": integer(2)})
 compute, cost = FIGURE.compute, FIGURE.cost

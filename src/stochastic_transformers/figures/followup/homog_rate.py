@@ -230,18 +230,15 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_rate", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_rate", source="followup",
     description="non-centred random attention: the order of the weak error in eta at fixed t_L "
                 "(follow-up's Theorem 1), noise-free (ODE II) and diffusive",
-    scales=SCALES,
     schema={"ks": integers(1, 14), "k_max_diffusive": integer(2, 14), "d": integer(3, 16),
             "n_tokens": integer(2, 16), "beta": real(0.0, 20.0), "attract": real(-5.0, 5.0),
             "turn": real(-5.0, 5.0), "t_final": real(0.0, 64.0, strict_min=True),
             "noise_clock": real(0.0, 16.0, strict_min=True),
             "sde_step": real(0.0, 1.0, strict_min=True), "sde_paths": integer(2),
             "n_traj": integer(2)},
-    plan=_whole_layers, cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+    plan=_whole_layers)
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -37,7 +37,7 @@ from ...stats import log_log_slope, z_digest
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
-from .prose import signed
+from ..words import signed
 
 _BASE = dict(d=4, beta=1.0, gammas=(0.25, 0.375, 0.5, 0.625, 0.75), heads=(1, 4), seed=0)
 SCALES = {
@@ -344,17 +344,14 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_regimes", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_regimes", source="followup",
     description="random keys and queries: the overlap's displacement as eta = L^-gamma and "
                 "the heads vary, against the one noise clock (follow-up's scaling table)",
-    scales=SCALES,
     # the step exponents gamma (eta = L^-gamma), the numbers of heads, one dimension of at
     # least 3, a beta up to 20 and at least two trajectories (a standard error)
     schema={"gammas": reals(0.0, 2.0), "heads": integers(1, 4096), "d": integer(3),
             "beta": real(0.0, 20.0), "n_traj": integer(2)},
-    cell=cell, grid={"gamma": "gammas", "n_heads": "heads", "L": "Ls"},
-    fixed=("n_traj", "d", "beta"), finish=finish,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+    grid={"gamma": "gammas", "n_heads": "heads", "L": "Ls"},
+    fixed=("n_traj", "d", "beta"))
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -287,19 +287,15 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_scaling", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_scaling", source="followup",
     description="random keys and queries: the collapse time as N grows with beta on the "
                 "follow-up's scalings (hemisphere beta ~ d^-1/2, simplex beta^2 N / d fixed)",
-    scales=SCALES,
     # dims last but Ns: each d must give a schedule (t_max, n_layers, n_times) and exceed
     # every N
     schema={"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
             "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
             "n_times": integer(3, 201), "n_layers": integer(1), "n_traj": integer(2),
             "theory_samples": integer(100), "dims": all_of(integers(3, 1024), on_schedule),
-            "Ns": all_of(integers(2, 256), _below_dims)},
-    cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+            "Ns": all_of(integers(2, 256), _below_dims)})
 compute, cost = FIGURE.compute, FIGURE.cost

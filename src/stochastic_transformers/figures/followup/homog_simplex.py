@@ -38,7 +38,7 @@ from ..spec import Figure
 from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_table, label_gap_axes,
                     measured_work, on_schedule, plot_refinement, refinement_summary, schedule,
                     with_refinement, work)
-from .prose import listed, signed
+from ..words import listed, signed
 
 _BASE = dict(n_tokens=8, d=(32, 64, 128), gamma0=0.1, bs=(0.0, 1.0, 2.0, 4.0, 8.0), t_max=4.0,
              n_layers=400, n_times=21, theory_samples=8000, seed=0)
@@ -206,17 +206,13 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "homog_simplex", source="followup",
+FIGURE = Figure.declared(
+    globals(), "homog_simplex", source="followup",
     description="random keys and queries from a simplex: gamma(t) against the scalar "
                 "dynamics, slowing as attention sharpens (follow-up's Theorem 2)",
-    scales=SCALES,
     # those of the clock t, the start gamma0, the Monte Carlo samples of the theory and the
     # dimensions, each above n_tokens (the simplex needs n_tokens + 1 directions) and each
     # giving a schedule
     schema={**CLOCK_SCHEMA, "gamma0": _below_one, "theory_samples": integer(100),
-            "d": all_of(integers(lambda knobs: knobs["n_tokens"] + 1), on_schedule)},
-    cell=cell, run=run,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+            "d": all_of(integers(lambda knobs: knobs["n_tokens"] + 1), on_schedule)})
 compute, cost = FIGURE.compute, FIGURE.cost

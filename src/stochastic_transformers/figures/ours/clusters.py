@@ -385,16 +385,14 @@ def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0)))
                     f"{int(ds.n_traj.max()):,} trajectories per cell")
 
 
-FIGURE = Figure(
-    "clusters", source="ours",
+FIGURE = Figure.declared(
+    globals(), "clusters", source="ours",
     description="exact two-point splits of N tokens: persistence and hovering vs the "
                 "two-cluster diffusion",
-    scales=SCALES, cell=cell, cell_version="1", run=run,
     # the splits, the betas of each attention (unnormalised attention grows like e^beta), one
     # dimension, the first recorded time in (0, T] and a start 1 + Z_0 inside the tolerance
     schema={"splits": sequence_of(_split), "betas_softmax": reals(0.0, 50.0),
             "betas_unnormalized": reals(0.0, 5.0), "d": integer(2),
             "t_min": real(0.0, lambda knobs: knobs["T"], strict_min=True),
-            "one_plus_z0": real(0.0, lambda knobs: knobs["tol"], strict_min=True)},
-    work=work, seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+            "one_plus_z0": real(0.0, lambda knobs: knobs["tol"], strict_min=True)})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -312,13 +312,12 @@ def plot(ds):
     return laid_out(fig, run_title("Two tokens with a feedforward block", ds))
 
 
-FIGURE = Figure(
-    "ff_pairs", source="ours",
+FIGURE = Figure.declared(
+    globals(), "ff_pairs", source="ours",
     description="feedforward blocks, two tokens: P(antipodal at T) vs beta for ReLU, GELU, erf "
                 "blocks of strength r, with the limit (ours)",
-    scales=SCALES, schema={"activations": choices(ACTIVATIONS), **BLOCK_SCHEMA},
-    cell=cell, grid={"activation": "activations", "r": "rs", "beta": "betas"},
-    fixed=("d", "n_traj", "L", "T", "attention", "tol", "ff_width"), finish=finish,
-    work=trajectory_layer_work("activations", "rs", "betas"), seconds_per_work=SECONDS_PER_WORK,
-    summary=summary, plot=plot)
+    schema={"activations": choices(ACTIVATIONS), **BLOCK_SCHEMA},
+    grid={"activation": "activations", "r": "rs", "beta": "betas"},
+    fixed=("d", "n_traj", "L", "T", "attention", "tol", "ff_width"),
+    work=trajectory_layer_work("activations", "rs", "betas"))
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -274,16 +274,14 @@ def plot(ds):
                          f"1 + Z = {float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories a point)")
 
 
-FIGURE = Figure(
-    "ff_threshold", source="ours",
+FIGURE = Figure.declared(
+    globals(), "ff_threshold", source="ours",
     description="feedforward blocks: the antipodal threshold beta_c(d, r) of an erf block, "
                 "measured from the exponent at -1 (ours)",
-    scales=SCALES, schema={"d": integers(3), "activation": choice(ODD_ACTIVATIONS), **BLOCK_SCHEMA,
+    schema={"d": integers(3), "activation": choice(ODD_ACTIVATIONS), **BLOCK_SCHEMA,
                            "gap0": real(0.0, 1e-6, strict_min=True),
                            "Ls": all_of(integers(1, distinct=True, increasing=True),
                                         _coarse_and_fine, whole_layers("T", "Ls"))},
-    cell=cell, grid={"d": "d", "r": "rs", "beta": "betas", "L": "Ls"},
-    fixed=("activation", "n_traj", "T", "attention", "ff_width", "gap0"), finish=finish,
-    work=work, seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work,
-    summary=summary, plot=plot)
+    grid={"d": "d", "r": "rs", "beta": "betas", "L": "Ls"},
+    fixed=("activation", "n_traj", "T", "attention", "ff_width", "gap0"))
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -216,13 +216,10 @@ def plot(ds):
     return laid_out(fig, run_title("N tokens with a feedforward block", ds))
 
 
-FIGURE = Figure(
-    "ff_tokens", source="ours",
+FIGURE = Figure.declared(
+    globals(), "ff_tokens", source="ours",
     description="feedforward blocks, N = 4 and 8 tokens: antipodal pairs and their splits with "
                 "ReLU and erf blocks against the paper's model (ours)",
-    scales=SCALES,
     schema={"n_tokens": integers(3, 64), "activations": choices(ACTIVATIONS), **BLOCK_SCHEMA},
-    cell=cell, run=run,
-    work=trajectory_layer_work("n_tokens", "activations", "rs", "betas"),
-    seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+    work=trajectory_layer_work("n_tokens", "activations", "rs", "betas"))
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -256,11 +256,10 @@ def plot(ds):
                     rf"$X^1, X^2$ at {angles}", rect=(0, 0.06, 1, 0.94))
 
 
-FIGURE = Figure(
-    "fig1", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig1", source="paper",
     description="attention field on the circle: unnormalised A^U vs its tangent projection "
                 "(beta = 1)",
-    scales=SCALES, schema={"beta": real(0.0), "token_angles": _two_angles,
-                           "n_arrows": integer(4), "n_fine": integer(16)},
-    run=run, summary=summary, plot=plot)
+    schema={"beta": real(0.0), "token_angles": _two_angles,
+                           "n_arrows": integer(4), "n_fine": integer(16)})
 compute, cost = FIGURE.compute, FIGURE.cost

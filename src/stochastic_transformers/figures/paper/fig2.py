@@ -369,13 +369,13 @@ def plot(ds: xr.Dataset, small: xr.Dataset | None = None):
     return fig
 
 
-FIGURE = Figure(
-    "fig2", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig2", source="paper",
     description="attention-only ViT, 128 layers: validation accuracy with identity (shared) vs "
                 "Gaussian (per layer) value matrices",
-    scales=SCALES, defaults=knob_defaults, stand_in=STAND_IN,
+    defaults=knob_defaults, stand_in=STAND_IN,
     # the epochs before the warm-up that fits in them; the training fields: the plan
     schema={"seeds": integer(1, 1000), "epochs": integer(1, 100_000), "inits": choices(INITS),
             "warmup_epochs": _warmup},
-    plan=configs, run=run, summary=summary, plot=plot)
+    plan=configs)
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -194,13 +194,12 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "fig3", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig3", source="paper",
     description="two tokens: P(antipodal) vs beta for d = 4..10, with the exact limit curve "
                 "(Theorem 2)",
-    scales=SCALES, schema={"d": integers(2)},  # d is always a list here
-    cell=cell, grid={"d": "d", "beta": "betas"},
-    fixed=("n_traj", "L", "T", "attention", "tol", "stop_level"), finish=finish,
-    work=trajectory_layer_work("d", "betas"), seconds_per_work=SECONDS_PER_WORK,
-    summary=summary, plot=plot)
+    schema={"d": integers(2)},  # d is always a list here
+    grid={"d": "d", "beta": "betas"},
+    fixed=("n_traj", "L", "T", "attention", "tol", "stop_level"),
+    work=trajectory_layer_work("d", "betas"))
 compute, cost = FIGURE.compute, FIGURE.cost

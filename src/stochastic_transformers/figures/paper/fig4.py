@@ -368,17 +368,14 @@ def plot(ds):
                     f"trajectories a cell: {per_L}")
 
 
-FIGURE = Figure(
-    "fig4", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig4", source="paper",
     description="hybrid model: dominant outcome in the (beta, eps) plane with eps_c(beta) "
                 "(Prop. 1), at L = 100 and L = 1000",
-    scales=SCALES,
     # every depth scale in Ls and check_L must put T (and check_T) on a whole number of layers
     schema={"betas": reals(0.0, 50.0), "epsilons": reals(0.0, 100.0),
             "Ls": all_of(integers(1, distinct=True, sort=True), whole_layers("T", "Ls")),
             "d": integer(2), "deep_n_traj": integer(1), "check_point": _beta_epsilon,
             "check_L": integers(1), "check_n_traj": integer(1),
-            "check_T": all_of(real(0.0, strict_min=True), whole_layers("check_T", "check_L"))},
-    cell=cell, run=run, work=work, seconds_per_work=SECONDS_PER_WORK,
-    measured_work=measured_work, summary=summary, plot=plot)
+            "check_T": all_of(real(0.0, strict_min=True), whole_layers("check_T", "check_L"))})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -276,14 +276,12 @@ def plot(ds):
                     f"{int(ds.n_traj.values.max()):,} trajectories a point")
 
 
-FIGURE = Figure(
-    "fig6", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig6", source="paper",
     description="N >= 3 tokens: P(at least one antipodal pair at T) vs beta for several N, d = 4",
-    scales=SCALES,
     schema={"n_tokens": integers(2, distinct=True), "betas": reals(0.0, distinct=True),
             "d": integer(2)},
-    cell=cell, cell_version="2",  # 2: the reduced path and its split counts
+    cell_version="2",  # 2: the reduced path and its split counts
     grid={"n_tokens": "n_tokens", "beta": "betas"},
-    fixed=("n_traj", "L", "T", "d", "attention", "tol"), finish=finish,
-    work=work, seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+    fixed=("n_traj", "L", "T", "d", "attention", "tol"))
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -328,13 +328,11 @@ def plot(ds):
     return laid_out(fig, f"N = {n_tok}, d = {ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
                     f"{int(ds.n_traj.values.max()):,} trajectories per β")
 
-FIGURE = Figure(
-    "fig7", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig7", source="paper",
     description="persistence: fraction of trajectories with an antipodal pair vs time, large beta",
-    scales=SCALES,
     # one token count and one dimension, distinct betas, the first recorded time in (0, T]
     schema={"betas": reals(0.0, distinct=True), "n_tokens": integer(2), "d": integer(2),
             "t_min": real(0.0, lambda knobs: knobs["T"], strict_min=True)},
-    cell=cell, cell_version="2",  # 2: the reduced path; persistence of merged splits
-    run=run, work=work, seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+    cell_version="2")  # 2: the reduced path; persistence of merged splits
 compute, cost = FIGURE.compute, FIGURE.cost

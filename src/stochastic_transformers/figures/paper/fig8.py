@@ -361,11 +361,10 @@ def plot(ds):
     return laid_out(fig, rect=(0, 0.08, 1, 1))
 
 
-FIGURE = Figure(
-    "fig8", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig8", source="paper",
     description="two tokens: fractions unclustered / single / antipodal vs the time horizon, "
                 "one beta per regime (App. D.1)",
-    scales=SCALES, schema={"d": integers(2)},  # d is always a list here
-    cell=cell, run=run, work=trajectory_layer_work("betas", "d"),
-    seconds_per_work=SECONDS_PER_WORK, summary=summary, plot=plot)
+    schema={"d": integers(2)},  # d is always a list here
+    work=trajectory_layer_work("betas", "d"))
 compute, cost = FIGURE.compute, FIGURE.cost

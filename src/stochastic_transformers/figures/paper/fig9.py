@@ -372,12 +372,10 @@ def plot(ds, n_show=N_SHOW):
                     rect=(0, 0, 1, 0.925))
 
 
-FIGURE = Figure(
-    "fig9", source="paper",
+FIGURE = Figure.declared(
+    globals(), "fig9", source="paper",
     description="N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
                 "small and large beta (App. D.2)",
     # at least three tokens (two are Figure 8's), one dimension, blocks that divide n_traj
-    scales=SCALES, schema={"n_tokens": integer(3), "d": integer(2), "block_size": _block_size},
-    cell=cell, run=run, work=work, seconds_per_work=SECONDS_PER_WORK,
-    measured_work=measured_work, summary=summary, plot=plot)
+    schema={"n_tokens": integer(3), "d": integer(2), "block_size": _block_size})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -145,9 +145,8 @@ def plot(ds):
     return laid_out(fig)
 
 
-FIGURE = Figure(
-    "overlap", source="paper",
+FIGURE = Figure.declared(
+    globals(), "overlap", source="paper",
     description="a few two-token trajectories: the overlap and its distance to the nearer pole",
-    scales=SCALES, schema={"d": integer(2), "beta": real(0.0)},  # one dimension, one beta
-    run=run, summary=summary, plot=plot)
+    schema={"d": integer(2), "beta": real(0.0)})  # one dimension, one beta
 compute, cost = FIGURE.compute, FIGURE.cost

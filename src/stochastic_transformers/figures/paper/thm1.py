@@ -364,12 +364,10 @@ def plot(ds):
                       _headline(ds))
 
 
-FIGURE = Figure(
-    "thm1", source="paper",
+FIGURE = Figure.declared(
+    globals(), "thm1", source="paper",
     description="Theorem 1: weak error of the discrete two-token model against the limit SDE, "
                 "vs L (log-log, fitted order)",
-    scales=SCALES, cell=cell, cell_version="1", run=run, work=work,
-    seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work, summary=summary, plot=plot,
     schema={"beta": _beta, "d": integer(2), "n_traj": integer(2), "fit_min_snr": real(0.0),
             "z0": lambda name, value, knobs: check_real(name, value, -1.0, 1.0,
                                                         strict_min=True, strict_max=True),

@@ -328,12 +328,10 @@ def plot(ds):
     return _page.plot(ds, _reference(ds))
 
 
-FIGURE = Figure(
-    "universality", source="paper",
+FIGURE = Figure.declared(
+    globals(), "universality", source="paper",
     description="two tokens: P(antipodal) vs beta for Gaussian, uniform and Rademacher values "
                 "against the limit curve (Theorem 1's universality)",
-    scales=SCALES, cell=cell, cell_version="1", run=run, work=work,
-    seconds_per_work=SECONDS_PER_WORK, measured_work=measured_work, summary=summary, plot=plot,
     schema={"values": choices(LAWS), "d": integer(2),
             "betas": lambda name, value, knobs: reals(0.0, _beta_max(knobs), distinct=True,
                                                       sort=True)(name, value, knobs),
