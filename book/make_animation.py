@@ -38,10 +38,10 @@ def simulate_both() -> "xr.Dataset":
     import xarray as xr
 
     from stochastic_transformers import ModelConfig, RunConfig, simulate
-    from stochastic_transformers.io import provenance
+    from stochastic_transformers.io import load_average, provenance
 
     s = SETTINGS
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), load_average()
     x0 = np.random.default_rng(s["seed"]).normal(size=(s["n_tokens"], s["d"]))
     x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
     n_frames = int(round(s["T"] / s["frame_step"])) + 1
@@ -54,7 +54,7 @@ def simulate_both() -> "xr.Dataset":
              for model in models.values()]
     ds = xr.Dataset({"gram_t": (("model", "time", "i", "j"), np.stack(grams))},
                     coords={"model": list(models), "time": list(times)})
-    ds.attrs.update({**s, **provenance(), "wall_time_s": time.perf_counter() - start,
+    ds.attrs.update({**s, **provenance(load_start), "wall_time_s": time.perf_counter() - start,
                      "models": "flow: hybrid, epsilon = 0 (every V = I); random_values: "
                                "the paper's model, Gaussian V"})
     return ds

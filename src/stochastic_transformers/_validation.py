@@ -91,16 +91,7 @@ def check_real_array(
     if not isinstance(value, np.ndarray) and _scalar_like(value):
         return np.asarray(check_real(name, value, minimum, maximum, strict_min=strict_min,
                                      strict_max=strict_max))
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError):  # ragged nesting
-        raise ValueError(f"{name} must be a real number or an array of real numbers, "
-                         "got a ragged sequence") from None
-    numeric = np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    if arr.dtype == bool or not numeric:
-        raise ValueError(f"{name} must be a real number or an array of real numbers, "
-                         f"got dtype {arr.dtype}")
-    arr = arr.astype(float)
+    arr = _float_array(value, f"{name} must be a real number or an array of real numbers, got ")
     rng = _range_text(minimum, maximum, strict_min, strict_max)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite real numbers" + (f" ({rng})" if rng else ""))
@@ -109,6 +100,19 @@ def check_real_array(
     if maximum is not None and np.any(_above(arr, maximum, strict_max)):
         raise ValueError(f"{name} must be {rng}, got max {arr.max()}")
     return arr
+
+
+def _float_array(value, refusal: str) -> np.ndarray:
+    """``value`` as a float array if numpy reads it as integers or floats; else a ValueError
+    of ``refusal`` followed by "a ragged sequence" or the dtype it has."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting
+        raise ValueError(refusal + "a ragged sequence") from None
+    numeric = np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    if arr.dtype == bool or not numeric:
+        raise ValueError(f"{refusal}dtype {arr.dtype}")
+    return arr.astype(float)
 
 
 def _scalar_like(value) -> bool:
@@ -222,6 +226,14 @@ def check_layer_times(name: str, times, L: int, T: float) -> np.ndarray:
     return arr
 
 
+def check_times(name: str, value) -> np.ndarray:
+    """Positive times, a scalar or a 1-D array, as a 1-D float array."""
+    ts = np.atleast_1d(check_real_array(name, value, 0.0, strict_min=True))
+    if ts.ndim != 1:
+        raise ValueError(f"{name} must be a positive scalar or 1-D array")
+    return ts
+
+
 def check_bool(name: str, value) -> bool:
     """Return ``value`` if it is a bool (numpy's included), else raise: ``"no"`` or 0.5
     is not taken as a switch."""
@@ -251,15 +263,7 @@ def check_real_matrix(name: str, value, shape: tuple, max_abs: float | None = No
     """
     want = f"a finite {shape} array of real numbers" + (
         "" if max_abs is None else f" with entries in [-{max_abs:g}, {max_abs:g}]")
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError):  # ragged nesting
-        raise ValueError(f"{name} must be {want}; got a ragged sequence") from None
-    numeric = np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    if arr.dtype == bool or not numeric:
-        raise ValueError(f"{name} must be {want}; got {type(value).__name__} of dtype "
-                         f"{arr.dtype}")
-    arr = arr.astype(float)
+    arr = _float_array(value, f"{name} must be {want}; got ")
     if arr.shape != tuple(shape) or not np.all(np.isfinite(arr)) \
             or (max_abs is not None and np.abs(arr).max() > max_abs):
         raise ValueError(f"{name} must be {want}; got shape {arr.shape}")

@@ -296,9 +296,9 @@ def _parts_text(parts: dict[str, float]) -> str:
 def _machine_text(row: dict) -> str:
     if row["cpu"] == UNKNOWN and row["cores"] == UNKNOWN:
         return UNKNOWN
-    load = ""
-    if math.isfinite(row["load_start"]) or math.isfinite(row["load_end"]):
-        load = f"; load {row['load_start']:.1f} → {row['load_end']:.1f}"
+    start, end = (f"{row[k]:.1f}" if math.isfinite(row[k]) else "—"
+                  for k in ("load_start", "load_end"))
+    load = f"; load {start} → {end}" if (start, end) != ("—", "—") else ""
     return f"{row['cpu']}, {row['cores']} cores{load}"
 
 
@@ -475,15 +475,17 @@ def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
     done = {r["figure"] for r in rows if r["result"].endswith("_paper")}
     out = {"results": _results_summary(rows), "fig3": fig3_committed(results),
            "projected": {k: v / 3600 for k, v in projected_costs(done).items()}}
-    records = read_benchmarks(benchmarks)
-    for name, key, fn in (("bench_simulators", "simulators", _simulator_summary),
-                          ("bench_random_attention", "random_attention",
-                           _random_attention_summary),
-                          ("profile_layer", "profile", _profile_summary),
-                          ("check_reduction", "reduction", _reduction_summary)):
-        if name in records:
-            out[key] = fn(records[name])
-    return out
+    return out | _per_record(read_benchmarks(benchmarks), (
+        ("bench_simulators", "simulators", _simulator_summary),
+        ("bench_random_attention", "random_attention", _random_attention_summary),
+        ("profile_layer", "profile", _profile_summary),
+        ("check_reduction", "reduction", _reduction_summary)))
+
+
+def _per_record(records: dict, entries) -> dict:
+    """``{key: fn(records[name])}`` for each ``(name, key, fn)`` of ``entries`` whose
+    benchmark record is present."""
+    return {key: fn(records[name]) for name, key, fn in entries if name in records}
 
 
 # ----------------------------------------------------------------------------- the page
@@ -648,13 +650,10 @@ def page_tables(rows: list[dict], records: dict, stats: dict) -> dict[str, str]:
     ``provenance`` and ``notes`` of the committed results (``rows``), ``projected`` (from
     ``stats``, :func:`summary`), and one per benchmark record present: ``simulators``,
     ``fig6``, ``random_attention``, ``profile`` and ``reduction``."""
-    out = {"provenance": provenance_table(rows), "notes": notes_markdown(rows),
-           "projected": projected_table(stats["projected"])}
-    for name, key, fn in (("bench_simulators", "simulators", simulator_table),
-                          ("bench_simulators", "fig6", fig6_table),
-                          ("bench_random_attention", "random_attention", random_attention_table),
-                          ("profile_layer", "profile", profile_table),
-                          ("check_reduction", "reduction", reduction_table)):
-        if name in records:
-            out[key] = fn(records[name])
-    return out
+    return {"provenance": provenance_table(rows), "notes": notes_markdown(rows),
+            "projected": projected_table(stats["projected"])} | _per_record(records, (
+        ("bench_simulators", "simulators", simulator_table),
+        ("bench_simulators", "fig6", fig6_table),
+        ("bench_random_attention", "random_attention", random_attention_table),
+        ("profile_layer", "profile", profile_table),
+        ("check_reduction", "reduction", reduction_table)))

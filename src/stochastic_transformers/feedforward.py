@@ -127,9 +127,10 @@ from . import theory
 from . import two_clusters
 from ._jit import JIT
 from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, SIGMA_MAX, check_choice, check_int,
-                          check_real, check_real_array, check_tol)
+                          check_real, check_real_array, check_times, check_tol)
 from .activations import ACTIVATIONS, ODD_ACTIVATIONS, code, evaluate, phi_sum
-from .kolmogorov import log_gap_grid, propagate_probability
+from .kolmogorov import at_log_gaps, log_gap_solution
+from .theory import _out
 
 __all__ = [
     "QUADRATURE_ORDER",
@@ -161,11 +162,6 @@ BETA_MAX = 700.0
 _FD_STEP = 1e-3
 # Chunk of z values per quadrature pass (order^2 * chunk doubles in memory: 25 MB).
 _CHUNK = 128
-
-
-def _out(x):
-    """A float for a 0-d result, else the array."""
-    return float(x) if np.ndim(x) == 0 else x
 
 
 def _check_activation(activation, choices=ACTIVATIONS):
@@ -260,10 +256,7 @@ def kernel(z, activation):
     GELU and tanh: :func:`kernel_quadrature` (absolute error about 4e-15).  :math:`\kappa` is
     positive semi-definite, odd for an odd activation, and :math:`\kappa(1) = E[\varphi(g)^2]`.
 
-    Parameters
-    ----------
-    z : float or array in [-1, 1]
-    activation : one of ``activations.ACTIVATIONS``
+    ``z``: a float or array in [-1, 1]; ``activation``: one of ``activations.ACTIVATIONS``.
     """
     z = check_real_array("z", z, -1.0, 1.0)
     _check_activation(activation)
@@ -401,15 +394,10 @@ def _kernel_sum(v, activation):
 
 # ------------------------------------------------------------------- the coefficients
 def _check_model(beta, d, r, activation, m1, m2, attention, sigma):
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
-    d = check_int("d", d, 2)
+    beta = check_real("beta", beta, 0.0, BETA_MAX)   # the split's beta range is narrower
+    _, d, m1, m2, attention, sigma = theory.split_args(0.0, d, m1, m2, attention, sigma)
     r = check_real("r", r, 0.0, FF_STRENGTH_MAX)
-    _check_activation(activation)
-    m1 = check_int("m1", m1, 1)
-    m2 = check_int("m2", m2, 1)
-    check_choice("attention", attention, ATTENTIONS)
-    sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
-    return beta, d, r, activation, m1, m2, attention, sigma
+    return beta, d, r, _check_activation(activation), m1, m2, attention, sigma
 
 
 def _block(z, d, r, activation):
@@ -478,9 +466,7 @@ def coefficients(z, beta, d, r, activation, m1=1, m2=1, attention="softmax", sig
     attention : {"softmax", "unnormalized"}
     sigma : float > 0
 
-    Returns
-    -------
-    (drift, diffusion_squared) : floats or arrays shaped like ``z``
+    Returns ``(drift, diffusion_squared)``, floats or arrays shaped like ``z``.
     """
     z = check_real_array("z", z, -1.0, 1.0)
     beta, d, r, activation, m1, m2, attention, sigma = _check_model(
@@ -843,46 +829,16 @@ def antipodal_probability(beta, d, r, activation, z0=None, *, m1=1, m2=1, attent
 
 
 # ------------------------------------------------------------------- finite time
-def _generator_y(y, mu, s2, top_absorbs=True):
-    r"""Second-order finite-difference generator of :math:`y = \log(1+Z)`, 5-band storage.
-
-    :math:`\mathcal Lu = (\mu/v - s^2/2v^2)\,u_y + \tfrac12(s^2/v^2)\,u_{yy}` (Ito's formula for
-    :math:`\log v`); reflecting at the bottom (ghost point :math:`u_{-1} = u_1`), where the
-    process does not go or, at an attracting -1, goes and stays.  At the top, next to +1:
-    Dirichlet (frozen at the initial value 0: merged tokens stay merged) when +1 attracts,
-    else reflecting like the bottom.  Band storage as in :mod:`stochastic_transformers.kolmogorov`.
-    """
-    h = y[1] - y[0]
-    v = np.exp(y)
-    drift = mu / v - 0.5 * s2 / v**2
-    half = 0.5 * s2 / v**2
-    lower = half / h**2 - drift / (2 * h)
-    upper = half / h**2 + drift / (2 * h)
-    diag = -2.0 * half / h**2
-    lower[0], upper[0] = 0.0, 2.0 * half[0] / h**2
-    if top_absorbs:
-        lower[-1] = upper[-1] = diag[-1] = 0.0
-    else:
-        lower[-1], upper[-1] = 2.0 * half[-1] / h**2, 0.0
-    ab = np.zeros((5, len(y)))
-    ab[1, 1:] = upper[:-1]
-    ab[2] = diag
-    ab[3, :-1] = lower[1:]
-    return ab
-
-
 def _kolmogorov_y(ts, model, data, tol, h, v_min):
     r""":math:`u(t_k, y_i) = P(1 + Z_{t_k} \le \mathrm{tol} \mid y_0 = y_i)` on a grid of step ``h``.
 
     The bottom :math:`v_{lo}` lies a factor 1e6 below the depth scale :math:`\mu(-1)/(d-1)`
     of a non-fixed -1 (1e-30 for a fixed one), below ``tol`` and below the starts; the top
-    is :math:`\log(2 - 10^{-8})`.  The indicator is cell-averaged and propagated by
-    :func:`stochastic_transformers.kolmogorov.propagate` (L-stable Pade, rtol 1e-7).
+    is :math:`\log(2 - 10^{-8})`, absorbing when +1 attracts, else reflecting
+    (:func:`stochastic_transformers.kolmogorov.log_gap_solution`, rtol 1e-7).
     """
-    y, u0 = log_gap_grid(data["drift"] / (model[1] - 1.0), tol, v_min, h)
-    mu, s2 = _coefficients_v(np.exp(y), *model)
-    return y, propagate_probability(_generator_y(y, mu, s2, top_absorbs=data["lam_plus"] < 0),
-                                    u0, ts)
+    return log_gap_solution(lambda v: _coefficients_v(v, *model), data["drift"] / (model[1] - 1.0),
+                            tol, v_min, h, ts, top_absorbs=data["lam_plus"] < 0)
 
 
 def _uniform_average(y, u, d):
@@ -899,9 +855,9 @@ def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
 
     :math:`u(t, v) = P(1 + Z_t \le \mathrm{tol} \mid 1 + Z_0 = v)` solves the backward
     Kolmogorov equation :math:`u_t = \mathcal Lu`, :math:`u(0, v) = 1\{v \le \mathrm{tol}\}`, here
-    in :math:`y = \log v` (:func:`_generator_y`), which resolves the approach to -1 on a
-    uniform grid; the coefficients are computed in v so that they keep their relative
-    precision down to :math:`v = 10^{-30}` (:func:`_coefficients_v`).  The grid reflects far
+    in :math:`y = \log v` (:func:`~stochastic_transformers.kolmogorov.log_gap_generator`),
+    which resolves the approach to -1 on a uniform grid; the coefficients are computed in v
+    so that they keep their relative precision down to :math:`v = 10^{-30}` (:func:`_coefficients_v`).  The grid reflects far
     below everything of interest and absorbs next to +1 (the approach of
     :func:`stochastic_transformers.two_clusters.antipodal_persistence`, extended by the block).
     It is solved at steps ``h`` and ``h/2``; the finer answer is returned with the difference
@@ -937,9 +893,7 @@ def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
     when ``t`` (and ``z0``) are scalars.
     """
     model = _check_model(beta, d, r, activation, m1, m2, attention, sigma)
-    ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
-    if ts.ndim != 1:
-        raise ValueError("t must be a positive scalar or 1-D array")
+    ts = check_times("t", t)
     tol = check_tol(tol)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
     v0 = None
@@ -952,12 +906,8 @@ def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
     results = []
     for step in (h, h / 2):
         y, u = _kolmogorov_y(ts, model, data, tol, step, 1.0 if v0 is None else float(v0.min()))
-        if v0 is None:
-            results.append(np.clip(_uniform_average(y, u, model[1]), 0.0, 1.0))
-        else:
-            vals = np.stack([interpolate.CubicSpline(y, u[:, j])(np.log(v0))
-                             for j in range(len(ts))])
-            results.append(np.clip(vals, 0.0, 1.0))
+        results.append(np.clip(_uniform_average(y, u, model[1]), 0.0, 1.0) if v0 is None
+                       else at_log_gaps(y, u, v0))
     value, error = results[1], np.abs(results[1] - results[0])
     if np.ndim(t) == 0 and (z0 is None or np.ndim(z0) == 0):
         return float(value.ravel()[0]), float(error.ravel()[0])

@@ -175,12 +175,12 @@ def write_json(obj, path) -> Path:
     return path
 
 
-def update_attrs(path, attrs: dict, note: str, note_key: str = "attrs_corrected") -> Path:
+def update_attrs(path, attrs: dict, note: str) -> Path:
     """Change global attributes of the netCDF file ``path`` in place, atomically, leaving
     its variables untouched.
 
     The file is copied next to itself, the copy's attributes are set (``attrs``, netCDF-safe
-    as in :func:`write_netcdf`) and ``note`` is appended to its ``note_key`` attribute
+    as in :func:`write_netcdf`) and ``note`` is appended to its ``attrs_corrected`` attribute
     (earlier notes kept, separated by ``" | "``), then the copy replaces the file.
     """
     import shutil
@@ -191,8 +191,8 @@ def update_attrs(path, attrs: dict, note: str, note_key: str = "attrs_corrected"
     with atomic_path(path) as tmp:
         shutil.copyfile(path, tmp)
         with netCDF4.Dataset(tmp, "r+") as nc:
-            old = nc.getncattr(note_key) if note_key in nc.ncattrs() else ""
+            old = nc.getncattr("attrs_corrected") if "attrs_corrected" in nc.ncattrs() else ""
             for key, value in _netcdf_safe_attrs(dict(attrs)).items():
                 nc.setncattr(key, value)
-            nc.setncattr(note_key, f"{old} | {note}" if old else note)
+            nc.setncattr("attrs_corrected", f"{old} | {note}" if old else note)
     return path

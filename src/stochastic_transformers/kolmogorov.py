@@ -17,7 +17,8 @@ This is the deterministic reference behind :func:`stochastic_transformers.sde.ov
 (the two-token overlap in :math:`x = \operatorname{atanh} z`),
 :func:`stochastic_transformers.random_attention.homogenized.overlap_moments` (the random-attention limit) and
 :func:`stochastic_transformers.two_clusters.antipodal_persistence` (the two-cluster overlap in
-:math:`\log(1 + z)`, with its own second-order generator in the same band storage).
+:math:`\log(1 + z)`, with the second-order generator :func:`log_gap_generator` in the same
+band storage).
 :func:`start_averages` averages a solution over laws of the start on two nested grids (the
 main model's antipodal fraction at finite times, :func:`stochastic_transformers.sde.antipodal_at`),
 and :func:`gradient_table` tabulates the derivative of a solution (the weak-error study's
@@ -38,7 +39,8 @@ import numpy as np
 from scipy import linalg
 
 __all__ = ["banded_generator", "banded_matvec", "pade_poles", "pade_step", "propagate",
-           "solve_backward", "log_gap_grid", "propagate_probability", "start_averages",
+           "solve_backward", "log_gap_grid", "log_gap_generator", "log_gap_solution",
+           "at_log_gaps", "start_averages",
            "gradient_table"]
 
 
@@ -246,14 +248,57 @@ def log_gap_grid(depth_scale, tol, v_min, h):
     return y, u0
 
 
-def propagate_probability(ab, u0, ts, rtol=1e-7):
-    """:func:`propagate` at the times ``ts`` in any order: columns in the order of ``ts``,
-    clipped to [0, 1] (a probability)."""
+def log_gap_generator(y, mu, s2, top_absorbs=True):
+    r"""Second-order finite-difference generator of :math:`y = \log(1+Z)`, in band storage.
+
+    :math:`\mathcal Lu = (\mu/v - s^2/2v^2)\,u_y + \tfrac12(s^2/v^2)\,u_{yy}` (Ito's formula for
+    :math:`\log v`, ``mu`` and ``s2`` the overlap's drift and squared diffusion at
+    :math:`v = e^y`); reflecting at the bottom (ghost point :math:`u_{-1} = u_1`), where the
+    process does not go or, at an attracting -1, goes and stays.  At the top, next to +1:
+    Dirichlet (frozen at the initial value 0: merged points stay merged) when
+    ``top_absorbs``, else reflecting like the bottom.
+    """
+    h = y[1] - y[0]
+    v = np.exp(y)
+    drift = mu / v - 0.5 * s2 / v**2
+    half = 0.5 * s2 / v**2
+    lower = half / h**2 - drift / (2 * h)
+    upper = half / h**2 + drift / (2 * h)
+    diag = -2.0 * half / h**2
+    lower[0], upper[0] = 0.0, 2.0 * half[0] / h**2
+    if top_absorbs:
+        lower[-1] = upper[-1] = diag[-1] = 0.0
+    else:
+        lower[-1], upper[-1] = 2.0 * half[-1] / h**2, 0.0
+    ab = np.zeros((5, len(y)))
+    ab[1, 1:] = upper[:-1]   # entry (i, i + 1)
+    ab[2] = diag
+    ab[3, :-1] = lower[1:]   # entry (i, i - 1)
+    return ab
+
+
+def log_gap_solution(coefficients, depth_scale, tol, v_min, h, ts, top_absorbs=True, rtol=1e-7):
+    r""":math:`u(t_k, y_i) = P(1 + Z_{t_k} \le \mathrm{tol} \mid y_0 = y_i)` on the grid of
+    :func:`log_gap_grid` (step ``h``): :func:`log_gap_generator` of the coefficients
+    ``coefficients(v) -> (mu, s2)`` at :math:`v = e^y`, propagated by :func:`propagate` to
+    the times ``ts`` in any order (columns in the order of ``ts``, clipped to [0, 1]).
+    Returns ``(y, u)``, u of shape ``(len(y), len(ts))``."""
+    y, u0 = log_gap_grid(depth_scale, tol, v_min, h)
+    ab = log_gap_generator(y, *coefficients(np.exp(y)), top_absorbs)
     order = np.argsort(ts)
     u = propagate(ab, u0, np.asarray(ts)[order], rtol)
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
-    return np.clip(u[:, inv], 0.0, 1.0)
+    return y, np.clip(u[:, inv], 0.0, 1.0)
+
+
+def at_log_gaps(y, u, v):
+    r"""The columns of a solution ``u`` on the grid ``y`` splined at :math:`y = \log v`, clipped
+    to [0, 1]: shape ``(u.shape[1], len(v))``."""
+    from scipy import interpolate
+
+    return np.clip(np.stack([interpolate.CubicSpline(y, u[:, j])(np.log(v))
+                             for j in range(u.shape[1])]), 0.0, 1.0)
 
 
 def start_averages(coefficients, data, weights, ts, x_max, h, rtol=1e-9):

@@ -29,9 +29,6 @@ import numpy as np
 
 from ._jit import JIT as _JIT
 
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
 # ------------------------------------------------------------------ ziggurat tables
 
 def _ziggurat_tables(n=256, r=3.6541528853610088):

@@ -33,7 +33,7 @@ from scipy import integrate, interpolate, special
 from . import kolmogorov
 from .attention import attention_paths_last
 from ._validation import (ATTENTIONS, check_choice, check_int, check_real, check_real_array,
-                          check_tol)
+                          check_times, check_tol)
 from .theory import OVERLAP_MODELS, _atanh_coefficients
 
 __all__ = ["simulate_overlap_sde", "overlap_expectation", "simulate_token_sde", "antipodal_at",
@@ -90,21 +90,8 @@ def _time_grid(T, dt, times):
 
 
 # ------------------------------------------------------------------------ overlap SDE
-def simulate_overlap_sde(
-    beta,
-    d,
-    *,
-    z0,
-    n_paths,
-    T,
-    dt,
-    attention="softmax",
-    sigma=1.0,
-    model="stochastic",
-    epsilon=0.0,
-    times=None,
-    seed=0,
-):
+def simulate_overlap_sde(beta, d, *, z0, n_paths, T, dt, attention="softmax", sigma=1.0,
+                         model="stochastic", epsilon=0.0, times=None, seed=0):
     r"""Euler-Maruyama for the two-token overlap diffusion, in :math:`x = \operatorname{atanh} z`.
 
     Integrates :math:`dX = \mu(X)\,dt + \nu(X)\,dB` (module docstring), i.e.
@@ -163,16 +150,23 @@ def simulate_overlap_sde(
         z = np.broadcast_to(z, (n_paths,)).copy()
     with np.errstate(divide="ignore"):
         x = np.arctanh(z)
-    out = np.empty((len(times), n_paths))
-    k_rec = 0
-    while k_rec < len(record) and record[k_rec] == 0:
-        out[k_rec] = np.tanh(x)
-        k_rec += 1
-    for k, h in enumerate(steps, start=1):
+
+    def step(x, h):
         mu, nu = _atanh_coefficients(np.tanh(x), beta, d, attention, sigma, model, epsilon)
-        x = x + mu * h + nu * math.sqrt(h) * rng.standard_normal(n_paths)
+        return x + mu * h + nu * math.sqrt(h) * rng.standard_normal(n_paths)
+
+    return _recorded(x, steps, record, step, np.tanh, np.empty((len(times), n_paths)))
+
+
+def _recorded(x, steps, record, step, observe, out):
+    """Advance ``x = step(x, h)`` over ``steps``; ``out[k] = observe(x)`` after ``record[k]``
+    steps (the indices of :func:`_time_grid`).  Returns ``out``."""
+    k_rec = 0
+    for k in range(len(steps) + 1):
+        if k:
+            x = step(x, steps[k - 1])
         while k_rec < len(record) and record[k_rec] == k:
-            out[k_rec] = np.tanh(x)
+            out[k_rec] = observe(x)
             k_rec += 1
     return out
 
@@ -363,19 +357,8 @@ def _deterministic_expectation(f, z0s, ts, beta, attention):
 
 
 # ------------------------------------------------------------------------- token SDE
-def simulate_token_sde(
-    X0,
-    beta,
-    *,
-    T,
-    dt,
-    attention="softmax",
-    sigma=1.0,
-    model="stochastic",
-    epsilon=0.0,
-    seed=0,
-    times=None,
-):
+def simulate_token_sde(X0, beta, *, T, dt, attention="softmax", sigma=1.0, model="stochastic",
+                       epsilon=0.0, seed=0, times=None):
     r"""Euler-Maruyama for N tokens of the limit SDEs, with projection onto the sphere.
 
     ``model="stochastic"`` (Theorem 1), with :math:`W` a :math:`d\times d` matrix of
@@ -426,16 +409,8 @@ def simulate_token_sde(
     rng = np.random.default_rng(seed)
     Y = np.ascontiguousarray((X0 / norms).transpose(1, 2, 0))  # (N, d, P)
     P = Y.shape[2]
-    out = np.empty((len(times), P, Y.shape[0], Y.shape[0]))
-    k_rec = 0
 
-    def gram(Y):
-        return np.einsum("iap,jap->pij", Y, Y)
-
-    while k_rec < len(record) and record[k_rec] == 0:
-        out[k_rec] = gram(Y)
-        k_rec += 1
-    for k, h in enumerate(steps, start=1):
+    def step(Y, h):
         A = attention_paths_last(Y, beta, attention)
         if model == "stochastic":
             dW = rng.standard_normal((d, d, P)) * math.sqrt(h)
@@ -453,11 +428,10 @@ def simulate_token_sde(
         # variation), but an Euler step leaves the sphere by O(h); projecting back
         # keeps the tokens where attention is defined, changes the step only along
         # the normal, and keeps weak order 1 (projected Euler-Maruyama).
-        Y = Y / np.sqrt(np.sum(Y * Y, axis=1, keepdims=True))
-        while k_rec < len(record) and record[k_rec] == k:
-            out[k_rec] = gram(Y)
-            k_rec += 1
-    return out
+        return Y / np.sqrt(np.sum(Y * Y, axis=1, keepdims=True))
+
+    return _recorded(Y, steps, record, step, lambda Y: np.einsum("iap,jap->pij", Y, Y),
+                     np.empty((len(times), P, Y.shape[0], Y.shape[0])))
 
 
 # --------------------------------------------------------- antipodal at a finite time
@@ -515,9 +489,7 @@ def antipodal_at(t, beta, d, *, tol=1e-3, attention="softmax", sigma=1.0, h=None
     beta, d, sigma, _ = _validate_common(beta, d, attention, sigma, "stochastic", 0.0)
     beta = check_real("beta", beta, 0.0, ANTIPODAL_BETA_MAX)
     tol = check_tol(tol)
-    ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
-    if ts.ndim != 1:
-        raise ValueError("t must be a positive scalar or 1-D array")
+    ts = check_times("t", t)
     h = min(0.05, 0.05 / max(1.0, beta)) if h is None else check_real("h", h, 0.0, 1.0,
                                                                       strict_min=True)
     mu, nu2 = _splined_coefficients(beta, d, attention, sigma)

@@ -246,13 +246,8 @@ def _check_grid(grid) -> dict[str, list]:
 
 def _check_fixed(fixed, grid: Mapping) -> dict:
     """Validated copy of ``fixed``."""
-    if fixed is None:
-        return {}
-    if not isinstance(fixed, Mapping):
-        raise ValueError(f"fixed must be a dict {{parameter: value}} or None, "
-                         f"got {type(fixed).__name__}")
     out = {}
-    for key, value in fixed.items():
+    for key, value in _mapping_or_none("fixed", fixed, "{parameter: value}").items():
         if not isinstance(key, str) or not key.isidentifier():
             raise ValueError(f"fixed keys must be parameter names (identifiers), got {key!r}")
         if key == "seed":
@@ -314,41 +309,38 @@ def _scheduler_mode(scheduler) -> str:
     raise ValueError(f"scheduler must be {_SCHEDULER_HELP}; got {scheduler!r}")
 
 
+def _mapping_or_none(name: str, value, form: str) -> Mapping:
+    """``value`` if it is a mapping, {} for None; else a ValueError naming ``form``."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a dict {form} or None, got {type(value).__name__}")
+    return {} if value is None else value
+
+
 def _check_output_layout(output_dims, output_coords, grid) -> tuple[dict, dict]:
     """Validated copies of ``output_dims`` and ``output_coords``."""
     dims = {}
-    if output_dims is not None:
-        if not isinstance(output_dims, Mapping):
-            raise ValueError("output_dims must be a dict {output: (dim, ...)} or None, "
-                             f"got {type(output_dims).__name__}")
-        for var, names in output_dims.items():
-            if isinstance(names, str):
-                names = (names,)
-            names = tuple(names)
-            for d in names:
-                if not isinstance(d, str) or not _VAR_RE.match(d):
-                    raise ValueError(f"output_dims[{var!r}] must be a tuple of dimension "
-                                     f"names (identifiers), got {output_dims[var]!r}")
-                if d in grid:
-                    raise ValueError(f"output_dims[{var!r}] reuses the grid parameter {d!r} "
-                                     "as an output dimension")
-            if len(set(names)) != len(names):
-                raise ValueError(f"output_dims[{var!r}] repeats a dimension: {names}")
-            dims[var] = names
+    for var, names in _mapping_or_none("output_dims", output_dims, "{output: (dim, ...)}").items():
+        names = (names,) if isinstance(names, str) else tuple(names)
+        for d in names:
+            if not isinstance(d, str) or not _VAR_RE.match(d):
+                raise ValueError(f"output_dims[{var!r}] must be a tuple of dimension "
+                                 f"names (identifiers), got {output_dims[var]!r}")
+            if d in grid:
+                raise ValueError(f"output_dims[{var!r}] reuses the grid parameter {d!r} "
+                                 "as an output dimension")
+        if len(set(names)) != len(names):
+            raise ValueError(f"output_dims[{var!r}] repeats a dimension: {names}")
+        dims[var] = names
     coords = {}
-    if output_coords is not None:
-        if not isinstance(output_coords, Mapping):
-            raise ValueError("output_coords must be a dict {dim: values} or None, "
-                             f"got {type(output_coords).__name__}")
-        known = {d for names in dims.values() for d in names}
-        for dim, values in output_coords.items():
-            if dim not in known:
-                raise ValueError(f"output_coords[{dim!r}] names no dimension of output_dims "
-                                 f"(known: {sorted(known)})")
-            arr = np.asarray(values)
-            if arr.ndim != 1:
-                raise ValueError(f"output_coords[{dim!r}] must be 1-d, got shape {arr.shape}")
-            coords[dim] = arr
+    known = {d for names in dims.values() for d in names}
+    for dim, values in _mapping_or_none("output_coords", output_coords, "{dim: values}").items():
+        if dim not in known:
+            raise ValueError(f"output_coords[{dim!r}] names no dimension of output_dims "
+                             f"(known: {sorted(known)})")
+        coords[dim] = np.asarray(values)
+        if coords[dim].ndim != 1:
+            raise ValueError(f"output_coords[{dim!r}] must be 1-d, got shape "
+                             f"{coords[dim].shape}")
     return dims, coords
 
 
@@ -536,10 +528,15 @@ def _lost_scheduler(err, scheduler, cache_root, n_done):
                            f"{n_done} finished cell(s){kept}")
 
 
-def _note_cell(err: BaseException, params: dict) -> None:
-    """Attach the failing cell's parameters to an exception's message."""
-    if hasattr(err, "add_note"):
-        err.add_note(f"in sweep cell with parameters {params!r}")
+@contextlib.contextmanager
+def _naming_cell(params: dict):
+    """Attach the failing cell's parameters to the message of an exception raised inside."""
+    try:
+        yield
+    except Exception as err:
+        if hasattr(err, "add_note"):
+            err.add_note(f"in sweep cell with parameters {params!r}")
+        raise
 
 
 # --------------------------------------------------------------------------
@@ -787,11 +784,8 @@ class _Run:
         mode, cell, name = self.plan["mode"], self.cell, self.plan["name"]
         if todo and mode == "synchronous":
             for index, kwargs, cseed, key in todo:
-                try:
+                with _naming_cell(kwargs):
                     outputs, elapsed = _run_cell(cell, kwargs, cseed)
-                except Exception as err:
-                    _note_cell(err, kwargs)
-                    raise
                 self.accept(index, kwargs, key, outputs, elapsed, fresh=True)
         elif todo:
             from distributed import as_completed
@@ -808,14 +802,12 @@ class _Run:
                     for future in as_completed(list(futures)):
                         index, kwargs, key = futures.pop(future)
                         try:
-                            outputs, elapsed = future.result()
+                            with _naming_cell(kwargs):
+                                outputs, elapsed = future.result()
                         except CancelledError as err:
                             # Nothing here cancels a pending future: the cluster did.
                             raise _lost_scheduler(err, scheduler, self.cache_root,
                                                   len(self.results)) from None
-                        except Exception as err:
-                            _note_cell(err, kwargs)
-                            raise
                         self.accept(index, kwargs, key, outputs, elapsed, fresh=True)
                         future.release()
                 finally:

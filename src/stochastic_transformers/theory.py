@@ -285,16 +285,7 @@ def overlap_drift(z, beta, d, attention="softmax", sigma=1.0):
     USA: :math:`a(z) = \tfrac{\sigma^2}{4}(1-z^2)\bigl(2(d-2)e^{\beta(1+z)} - z(e^{2\beta}+e^{2\beta z})\bigr)`;
     SA: the same times :math:`4/(e^\beta + e^{\beta z})^2`.  Computed as
     :math:`(1-z^2)(\mu - z\nu^2)` from :func:`atanh_coefficients`, which is finite for
-    every :math:`\beta` with SA.
-
-    Parameters
-    ----------
-    z : float or array in [-1, 1]
-    beta : float or array, >= 0
-    d : int or int array, >= 2
-    attention : {"softmax", "unnormalized"}
-    sigma : float, > 0 and <= SIGMA_MAX (1e6)
-        Standard deviation of the entries of the value matrices.
+    every :math:`\beta` with SA.  Arguments as in :func:`atanh_coefficients`.
     """
     z, beta, d, sigma = _overlap_args(z, beta, d, attention, sigma)
     mu, nu = _atanh_coefficients(z, beta, d, attention, sigma)
@@ -388,9 +379,7 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     attention : {"softmax", "unnormalized"}
     sigma : float, > 0 and <= SIGMA_MAX (1e6)
 
-    Returns
-    -------
-    (drift, diffusion_squared) : floats or arrays shaped like ``z``
+    Returns ``(drift, diffusion_squared)``, floats or arrays shaped like ``z``.
     """
     z = check_real_array("z", z, -1.0, 1.0)
     beta, d, m1, m2, attention, sigma = split_args(beta, d, m1, m2, attention, sigma)
@@ -593,44 +582,39 @@ def _upper_sum(log_psi, kappa, logM, logM0, extra=None):
     return lpsi + top[..., 0] + np.log(total)
 
 
+@functools.lru_cache(maxsize=None)
+def _fixed_angles():
+    r"""The angles of the two rules' fixed nodes (:math:`\theta=\psi=\pi/2`): :math:`\varphi =
+    \pi t/2` below :math:`\pi/2` and :math:`u = \pi s^2/2` (the angle :math:`\pi - u`) above."""
+    t, s = _lower_rule()[0], _upper_rule()[0]
+    return 0.5 * np.pi * t, 0.5 * np.pi * s * s
+
+
 @functools.lru_cache(maxsize=64)
 def _log_G_fixed(d: int):
-    r""":math:`\log G` at the fixed nodes (:math:`\theta=\psi=\pi/2`) of the two rules."""
-    t, _, _ = _lower_rule()
-    s, _, _ = _upper_rule()
+    r""":math:`\log G` at the fixed nodes of the two rules."""
+    phi, u = _fixed_angles()
     a = 0.5 * (d - 1)
     with np.errstate(divide="ignore"):
-        low = np.log(special.betainc(a, a, np.cos(0.25 * np.pi * t) ** 2))
-        up = np.log(special.betainc(a, a, np.sin(0.25 * np.pi * s * s) ** 2))
+        low = np.log(special.betainc(a, a, np.cos(0.5 * phi) ** 2))
+        up = np.log(special.betainc(a, a, np.sin(0.5 * u) ** 2))
     return low, up
 
 
 @functools.lru_cache(maxsize=8)
 def _fixed_vander(deg: int):
     r"""Chebyshev Vandermonde matrices at the fixed nodes, for evaluating R by one product."""
-    t, _, _ = _lower_rule()
-    s, _, _ = _upper_rule()
-    phi_low = 0.5 * np.pi * t
-    phi_up = np.pi - 0.5 * np.pi * s * s
-    to_x = lambda phi: 2.0 * phi / np.pi - 1.0  # noqa: E731  (domain [0, pi] -> window [-1, 1])
-    return (
-        np.polynomial.chebyshev.chebvander(to_x(phi_low), deg),
-        np.polynomial.chebyshev.chebvander(to_x(phi_up), deg),
-    )
+    phi, u = _fixed_angles()
+    # domain [0, pi] -> window [-1, 1]
+    return tuple(np.polynomial.chebyshev.chebvander(2.0 * a / np.pi - 1.0, deg)
+                 for a in (phi, np.pi - u))
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_geometry():
-    t, _, _ = _lower_rule()
-    s, _, _ = _upper_rule()
-    phi = 0.5 * np.pi * t
-    u = 0.5 * np.pi * s * s
-    return (
-        np.log(0.5 * np.sinc(phi / (2.0 * np.pi))),
-        np.log(np.cos(0.5 * phi)),
-        np.log(np.cos(0.5 * u)),
-        np.log(0.5 * np.sinc(u / (2.0 * np.pi))),
-    )
+    phi, u = _fixed_angles()
+    return (np.log(0.5 * np.sinc(phi / (2.0 * np.pi))), np.log(np.cos(0.5 * phi)),
+            np.log(np.cos(0.5 * u)), np.log(0.5 * np.sinc(u / (2.0 * np.pi))))
 
 
 def _half_space_logs(beta: float, dims):
@@ -677,6 +661,14 @@ def _half_space_logs(beta: float, dims):
     return total, weighted
 
 
+def _logs_of(angle, log_angle):
+    """``(log_angle, angle)`` as 1-D arrays: the logarithm given, or that of ``angle``."""
+    if log_angle is None:
+        log_angle = np.log(np.atleast_1d(np.asarray(angle, dtype=float)))
+    log_angle = np.atleast_1d(np.asarray(log_angle, dtype=float))
+    return log_angle, np.exp(log_angle)
+
+
 class _Cell:
     """Scale-density data for one (beta, d), for integrals up to arbitrary angles."""
 
@@ -720,10 +712,7 @@ class _Cell:
         ``log_theta`` may be given instead of (or with) ``theta`` for angles below
         the smallest positive double: the nodes then sit at 0, where F is smooth.
         """
-        if log_theta is None:
-            log_theta = np.log(np.atleast_1d(np.asarray(theta, dtype=float)))
-        log_theta = np.atleast_1d(np.asarray(log_theta, dtype=float))
-        theta = np.exp(log_theta)
+        log_theta, theta = _logs_of(theta, log_theta)
         t, _, _ = _lower_rule()
         logF = self.log_F(theta[:, None] * t[None, :])
         dm2 = np.full((len(theta), 1), self.dm2)
@@ -734,10 +723,7 @@ class _Cell:
 
         ``log_psi`` plays the same role as ``log_theta`` in :meth:`lower`.
         """
-        if log_psi is None:
-            log_psi = np.log(np.atleast_1d(np.asarray(psi, dtype=float)))
-        log_psi = np.atleast_1d(np.asarray(log_psi, dtype=float))
-        psi = np.exp(log_psi)
+        log_psi, psi = _logs_of(psi, log_psi)
         s, _, _ = _upper_rule()
         logM = self.log_M(psi[:, None] * (s * s)[None, :])
         col = lambda v: np.full((len(psi), 1), v)  # noqa: E731
@@ -1190,13 +1176,8 @@ def hybrid_antipodal_rate(beta, epsilon, L=None) -> float:
     :math:`L(\text{rate}_L - \text{rate}) \to -\tfrac12 + \tfrac14\varepsilon^2(3e^\beta +
     e^{-3\beta}) - \tfrac38\varepsilon^4(e^{2\beta} + e^{-2\beta})` as :math:`L \to \infty`,
     and the next orders carry higher powers of :math:`\varepsilon e^\beta`: a small step's
-    random part alone does not make the two rates agree.
-
-    Parameters
-    ----------
-    beta : float, 0 <= beta <= 700
-    epsilon : float, 0 to EPSILON_MAX (1e6)
-    L : float > 0, or None (the limit)
+    random part alone does not make the two rates agree.  ``beta`` and ``epsilon`` as in
+    :func:`hybrid_antipodal_probability`; ``L`` > 0, or None (the limit).
     """
     beta = check_real("beta", beta, 0.0, 700.0)
     epsilon = check_real("epsilon", epsilon, 0.0, EPSILON_MAX)

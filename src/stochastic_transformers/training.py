@@ -141,8 +141,9 @@ def _channel_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean, std
 
 
-def load_digits(val_size: int = 360, train_per_class: int | None = None) -> Data:
-    """scikit-learn's 8 x 8 digits with a fixed stratified train/validation split.
+def load_digits(train_per_class: int | None = None) -> Data:
+    """scikit-learn's 8 x 8 digits with a fixed stratified train/validation split (360
+    validation images).
 
     With ``train_per_class``, only the first that many training images of each class
     are kept (the ``"digits-small"`` task); the validation images are the same.
@@ -150,11 +151,10 @@ def load_digits(val_size: int = 360, train_per_class: int | None = None) -> Data
     from sklearn.datasets import load_digits as _sk_digits
     from sklearn.model_selection import train_test_split
 
-    check_int("val_size", val_size, 10, 1000)
     bunch = _sk_digits()
     images = (bunch.images / 16.0).astype(np.float32)[:, None]  # (1797, 1, 8, 8) in [0, 1]
     labels = bunch.target.astype(np.int64)
-    tr_x, va_x, tr_y, va_y = train_test_split(images, labels, test_size=val_size,
+    tr_x, va_x, tr_y, va_y = train_test_split(images, labels, test_size=360,
                                               random_state=0, stratify=labels)
     name = "digits"
     if train_per_class is not None:
@@ -512,9 +512,9 @@ def build_model(cfg: TrainConfig) -> AttentionOnlyViT:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: Data, device, *, amp: bool = False,
-             batch_size: int = 1000) -> float:
-    """Fraction of validation images classified correctly."""
+def evaluate(model: nn.Module, data: Data, device, *, amp: bool = False) -> float:
+    """Fraction of validation images classified correctly (in batches of 1,000)."""
+    batch_size = 1000
     model.eval()
     correct = 0
     for start in range(0, len(data.val_y), batch_size):
@@ -565,7 +565,6 @@ def _load_checkpoint(path: Path, cfg: TrainConfig) -> dict:
 
 
 def train(config: TrainConfig, *, checkpoint=None, progress: bool = True, data: Data | None = None,
-          stop_after: int | None = None,
           on_epoch_end: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train one attention-only ViT; return its validation accuracy after every epoch.
 
@@ -580,9 +579,6 @@ def train(config: TrainConfig, *, checkpoint=None, progress: bool = True, data: 
         Show tqdm bars over epochs and over the batches of an epoch.
     data : Data, optional
         Pre-loaded data set (must match ``config.dataset``); loaded otherwise.
-    stop_after : int, optional
-        Stop once this many epochs are done (simulates an interruption; the
-        checkpoint then lets a later call finish the run).
     on_epoch_end : callable, optional
         Called as ``on_epoch_end(epoch, val_accuracy)`` (1-based epoch) after the
         checkpoint of that epoch is written.
@@ -590,7 +586,7 @@ def train(config: TrainConfig, *, checkpoint=None, progress: bool = True, data: 
     cfg = config.validate()
     with _deterministic(cfg.device):
         return _train(cfg, checkpoint=checkpoint, progress=progress, data=data,
-                      stop_after=stop_after, on_epoch_end=on_epoch_end)
+                      on_epoch_end=on_epoch_end)
 
 
 @contextlib.contextmanager
@@ -645,9 +641,7 @@ def _train_epoch(forward, optimizer, data: Data, cfg: TrainConfig, epoch: int, a
     return float(loss_sum) / seen
 
 
-def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch_end) -> TrainResult:
-    if stop_after is not None:
-        check_int("stop_after", stop_after, 0, cfg.epochs)
+def _train(cfg: TrainConfig, *, checkpoint, progress, data, on_epoch_end) -> TrainResult:
     if data is not None and data.name != cfg.dataset:
         raise ValueError(f"data must be the {cfg.dataset!r} data set, got {data.name!r}")
     checkpoint = Path(checkpoint) if checkpoint is not None else None
@@ -656,12 +650,11 @@ def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch
     history = {"val": list(state["val_accuracy"]) if state else [],
                "loss": list(state["train_loss"]) if state else []}
     start_epoch = len(history["val"])
-    target = cfg.epochs if stop_after is None else max(stop_after, start_epoch)
 
     model = build_model(cfg)
     if state is not None:
         model.load_state_dict(state["model"])
-    if start_epoch >= target:  # nothing left to do: no data needed
+    if start_epoch >= cfg.epochs:  # nothing left to do: no data needed
         return TrainResult(cfg, np.array(history["val"]), np.array(history["loss"]), model,
                            start_epoch, start_epoch, 0.0)
 
@@ -682,7 +675,7 @@ def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch
     from tqdm import tqdm
 
     label = f"{cfg.vit.value_init} V, seed {cfg.seed}"
-    epochs_bar = tqdm(range(start_epoch, target), desc=label, unit="epoch", disable=not progress,
+    epochs_bar = tqdm(range(start_epoch, cfg.epochs), desc=label, unit="epoch", disable=not progress,
                       initial=start_epoch, total=cfg.epochs, leave=True, dynamic_ncols=True)
     t0 = time.perf_counter()
     model.train()
@@ -705,18 +698,17 @@ def _train(cfg: TrainConfig, *, checkpoint, progress, data, stop_after, on_epoch
                        len(history["val"]), start_epoch, time.perf_counter() - t0)
 
 
-def training_flops(depth: int, width: int, patch_size: int, epochs: int, *,
-                   image_size: int = 32, n_images: int = 50_000) -> dict:
+def training_flops(depth: int, width: int, patch_size: int, epochs: int) -> dict:
     """Floating-point operations of one training run, counted from the network's shape.
 
-    Per layer and image, with ``n = (image_size / patch_size)^2 + 1`` tokens of width ``d``:
+    Per layer and image, with ``n = (32 / patch_size)^2 + 1`` tokens of width ``d``:
     the query-key product and the value product cost ``2 n d^2`` multiply-adds each, the
     scores and the weighted average ``n^2 d`` each; a multiply-add is 2 FLOP, and a training
-    step (forward and backward) about 3 forward passes.  The defaults are CIFAR-10's 32 x 32
-    images, 50,000 an epoch.  An estimate of the work, not a measurement of time.
+    step (forward and backward) about 3 forward passes, over CIFAR-10's 32 x 32 images,
+    50,000 an epoch.  An estimate of the work, not a measurement of time.
     """
-    tokens, d = (int(image_size) // int(patch_size)) ** 2 + 1, int(width)
+    tokens, d = (32 // int(patch_size)) ** 2 + 1, int(width)
     per_layer = 2 * (2 * tokens * d * d + 2 * tokens * tokens * d)
     forward = int(depth) * per_layer
     return {"tokens": tokens, "forward_flops_per_image": float(forward),
-            "train_flops_per_run": float(3 * forward * n_images * int(epochs))}
+            "train_flops_per_run": float(3 * forward * 50_000 * int(epochs))}

@@ -39,8 +39,8 @@ import numpy as np
 
 from . import theory
 from ._validation import (ATTENTIONS, check_choice, check_int, check_real,
-                          check_real_array, check_tol)
-from .kolmogorov import log_gap_grid, propagate_probability
+                          check_real_array, check_times, check_tol)
+from .kolmogorov import at_log_gaps, log_gap_solution
 
 
 def _weights_v(v, beta, m1, m2, attention):
@@ -93,9 +93,7 @@ def antipodal_coefficients(v, beta, d, m1, m2, *, attention="softmax", sigma=1.0
                         + v * (-0.5 * (d - 1) * (a1 * a1 + a2 * a2) + (d - 1) * Q * (1.0 - v)
                                + P * (d - 1 - 2.0 * v + v * v) + a1 * a2 * (2.0 - v)))
     diff2 = sigma**2 * v * (2.0 - v) * (gap * gap + 2.0 * v * (a1 * a2 + Q + (1.0 - v) * P))
-    if v.ndim == 0:
-        return float(drift), float(diff2)
-    return drift, diff2
+    return theory._out(drift), theory._out(diff2)
 
 
 def hovering_scale(beta, m1, m2, *, attention="softmax"):
@@ -165,8 +163,19 @@ def _log_speed_density(y, beta, d, m1, m2, attention, sigma):
     v = np.exp(y)
     mu, s2 = antipodal_coefficients(v, beta, d, m1, m2, attention=attention, sigma=sigma)
     integrand = 2.0 * mu / s2 * v  # d/dy of the exponent
-    expo = np.concatenate([[0.0], np.cumsum(0.5 * (integrand[1:] + integrand[:-1]) * np.diff(y))])
-    return expo - np.log(s2) + y
+    return _cumulative(integrand, y) - np.log(s2) + y
+
+
+def _cumulative(f, y):
+    """The trapezoid integrals of ``f`` from ``y[0]`` to every point of the grid ``y``."""
+    return np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(y))])
+
+
+def _quantiles_of(log_w, y, quantiles):
+    r"""Quantiles of the density :math:`e^{w}` on the grid ``y`` (a variable :math:`\log x`),
+    as :math:`x`."""
+    cdf = _cumulative(np.exp(log_w - log_w.max()), y)
+    return np.exp(np.interp(quantiles, cdf / cdf[-1], y))
 
 
 def hovering_depth(beta, d, m1, m2, *, attention="softmax", tol=1e-3, quantiles=(0.5,)):
@@ -193,52 +202,22 @@ def hovering_depth(beta, d, m1, m2, *, attention="softmax", tol=1e-3, quantiles=
                          "below the smallest double")
     y_lo = math.log(scale) - 40.0
     y = np.arange(y_lo, math.log(tol) + 1e-12, 0.005)
-    log_m = _log_speed_density(y, beta, d, m1, m2, attention, 1.0)
-    w = np.exp(log_m - log_m.max())
-    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(y))])
-    cdf /= cdf[-1]
-    return np.exp(np.interp(quantiles, cdf, y))
-
-
-def _generator_y(y, beta, d, m1, m2, attention, sigma):
-    r"""Second-order finite-difference generator of :math:`y = \log(1+Z)`, 5-band storage.
-
-    :math:`\mathcal L u = (\mu/v - s^2/2v^2)\,u_y + \tfrac12 (s^2/v^2)\,u_{yy}`; reflecting
-    (zero-flux) at the bottom end, where the process does not go, Dirichlet (u frozen) at
-    the top end next to +1 (merged points never separate).
-    """
-    n = len(y)
-    h = y[1] - y[0]
-    v = np.exp(y)
-    mu, s2 = antipodal_coefficients(v, beta, d, m1, m2, attention=attention, sigma=sigma)
-    drift = mu / v - 0.5 * s2 / v**2
-    half = 0.5 * s2 / v**2
-    lower = half / h**2 - drift / (2 * h)
-    upper = half / h**2 + drift / (2 * h)
-    diag = -2.0 * half / h**2
-    lower[0], upper[0] = 0.0, 2.0 * half[0] / h**2   # ghost point u_{-1} = u_1
-    lower[-1] = upper[-1] = diag[-1] = 0.0
-    ab = np.zeros((5, n))
-    ab[1, 1:] = upper[:-1]   # entry (i, i + 1)
-    ab[2] = diag
-    ab[3, :-1] = lower[1:]   # entry (i, i - 1)
-    return ab
+    return _quantiles_of(_log_speed_density(y, beta, d, m1, m2, attention, 1.0), y, quantiles)
 
 
 def _check_persistence_args(beta, d, m1, m2, attention, sigma, tol, h, t):
     beta, d, m1, m2, attention, sigma = theory.split_args(beta, d, m1, m2, attention, sigma)
     tol = check_tol(tol)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
-    ts = np.atleast_1d(check_real_array("t", t, 0.0, strict_min=True))
-    if ts.ndim != 1:
-        raise ValueError("t must be a positive scalar or 1-D array")
+    ts = check_times("t", t)
     return beta, d, m1, m2, attention, sigma, tol, h, ts
 
 
 def _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, h, v_min):
     """u(t_k, y_i) on the grid of step ``h`` in y = log(1 + Z); returns (y, u (n_y, n_t))."""
-    y, u0 = log_gap_grid(hovering_scale(beta, m1, m2, attention=attention), tol, v_min, h)
-    return y, propagate_probability(_generator_y(y, beta, d, m1, m2, attention, sigma), u0, ts)
+    return log_gap_solution(
+        lambda v: antipodal_coefficients(v, beta, d, m1, m2, attention=attention, sigma=sigma),
+        hovering_scale(beta, m1, m2, attention=attention), tol, v_min, h, ts)
 
 
 def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax", sigma=1.0,
@@ -266,8 +245,6 @@ def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax
     -------
     value, error : arrays of shape (len(t), len(one_plus_z0)) (floats for scalar input)
     """
-    from scipy import interpolate
-
     beta, d, m1, m2, attention, sigma, tol, h, ts = _check_persistence_args(
         beta, d, m1, m2, attention, sigma, tol, h, t)
     v0 = np.atleast_1d(check_real_array("one_plus_z0", one_plus_z0, 0.0, 2.0, strict_min=True,
@@ -278,9 +255,7 @@ def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax
     for step in (h, h / 2):
         y, u = _persistence_grid(ts, beta, d, m1, m2, attention, sigma, tol, step,
                                  float(v0.min()))
-        vals = np.stack([interpolate.CubicSpline(y, u[:, j])(np.log(v0))
-                         for j in range(len(ts))])
-        results.append(np.clip(vals, 0.0, 1.0))
+        results.append(at_log_gaps(y, u, v0))
     value, error = results[1], np.abs(results[1] - results[0])
     if np.ndim(t) == 0 and np.ndim(one_plus_z0) == 0:
         return float(value[0, 0]), float(error[0, 0])
@@ -288,13 +263,13 @@ def antipodal_persistence(t, one_plus_z0, beta, d, m1, m2, *, attention="softmax
 
 
 def persistence_of_merged(elapsed, one_plus_z_merge, beta, d, m1, m2, *, attention="softmax",
-                          sigma=1.0, tol=1e-3, h=0.01, n_table=160):
+                          sigma=1.0, tol=1e-3, h=0.01):
     r"""Limit probability that each split is antipodal ``elapsed`` after its merge.
 
     For trajectories that merged into the split (m1, m2) with :math:`1 + Z` =
     ``one_plus_z_merge`` (shape (n,)), returns :math:`u(\tau, v)` at every
     ``elapsed`` :math:`\tau \ge 0` (shape (n, k)): the Kolmogorov solution of
-    :func:`antipodal_persistence` tabulated once at ``n_table`` log-spaced times
+    :func:`antipodal_persistence` tabulated once at 160 log-spaced times
     (linear in :math:`\log\tau` between them, the indicator at :math:`\tau = 0`) and
     interpolated linearly in :math:`\log(1 + Z)` on a grid of step ``h``.
     """
@@ -311,12 +286,12 @@ def persistence_of_merged(elapsed, one_plus_z_merge, beta, d, m1, m2, *, attenti
     if np.any(~np.isfinite(tau)) or np.any(tau < 0):
         raise ValueError("elapsed must be finite and >= 0")
     t_max = max(float(tau.max()), 1e-3)
-    table_t = np.geomspace(min(1e-3, t_max), t_max, n_table)
+    table_t = np.geomspace(min(1e-3, t_max), t_max, 160)
     y, u = _persistence_grid(table_t, beta, d, m1, m2, attention, sigma, tol, h,
                              float(min(v.min(), tol)))
     log_v = np.clip(np.log(np.minimum(v, 2.0 - 1e-8)), y[0], y[-1])
     # u at each trajectory's starting point, at every table time: (n, n_table)
-    at_start = np.stack([np.interp(log_v, y, u[:, j]) for j in range(n_table)], axis=1)
+    at_start = np.stack([np.interp(log_v, y, u[:, j]) for j in range(len(table_t))], axis=1)
     out = np.empty(tau.shape)
     log_table = np.log(table_t)
     for i in range(v.size):
@@ -373,10 +348,7 @@ def frozen_hovering_quantile(d, lam, ell, quantiles=(0.5,)):
     B = 2.0 * K - 0.5 * (d - 1) * ell
     y = np.linspace(-40.0, 40.0 + 40.0 * ell / abs(lam), 200_001)
     log_w = 0.5 * (d - 1) * y + (B / ell - 1.0) * np.logaddexp(math.log(2.0), math.log(ell) + y)
-    w = np.exp(log_w - log_w.max())
-    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(y))])
-    cdf /= cdf[-1]
-    return np.exp(np.interp(quantiles, cdf, y))
+    return _quantiles_of(log_w, y, quantiles)
 
 
 def split_predictions(times, one_plus_z0, beta, d, m1, m2, *, attention="softmax", tol=1e-3):

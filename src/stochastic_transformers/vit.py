@@ -68,7 +68,7 @@ from torch import nn
 from ._validation import check_choice, check_int, check_real
 
 __all__ = ["AttentionOnlyViT", "PAPER_CONFIG", "POOLS", "VALUE_INITS", "ViTConfig",
-           "count_parameters", "default_patch_size", "rms_normalize"]
+           "default_patch_size", "rms_normalize"]
 
 VALUE_INITS = ("identity", "gaussian")
 POOLS = ("cls", "mean")
@@ -279,8 +279,4 @@ class AttentionOnlyViT(nn.Module):
         return (f"depth={self.depth}, width={self.width}, value_init={self.value_init!r}, "
                 f"sigma={self.sigma}, tokens={self.num_tokens}, pool={self.pool!r}")
 
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable scalars of ``model`` (shared matrices counted once)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 

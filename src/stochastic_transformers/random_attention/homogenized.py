@@ -75,7 +75,7 @@ from scipy import integrate, interpolate, special
 
 from .. import theory
 from .._validation import (SIGMA_MAX, check_choice, check_int, check_real, check_real_array,
-                          check_tol)
+                          check_times, check_tol)
 from ..kolmogorov import banded_generator, propagate
 
 __all__ = ["pair_coefficients", "independent_pair_coefficients", "pair_moments", "fixed_identity_coefficients", "overlap_moments",
@@ -337,9 +337,7 @@ def _backward(fs, taus, beta, d, sigma_qk, model, z0, h):
 
 
 def _check_taus(tau, z0):
-    taus = np.atleast_1d(check_real_array("tau", tau, 0.0, strict_min=True))
-    if taus.ndim != 1:
-        raise ValueError("tau must be a positive scalar or 1-D array")
+    taus = check_times("tau", tau)
     if z0 is not None:
         z0 = check_real("z0", z0, -1.0, 1.0, strict_min=True, strict_max=True)
     return taus, z0
