@@ -75,8 +75,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "notebooks/fig2_vit_training.md": {"0.999": "a setting: Adam's second-moment decay"},
     "notebooks/fig3_phase_transition.md": {
         "2 standard errors": "a criterion (within 2 standard errors), not a result"},
-    "notebooks/universality_value_laws.md": {
-        "2 standard errors": "a criterion (within 2 standard errors), not a result"},
     "notebooks/fig8_horizons.md": {"0.25": "a setting: the smallest beta of the figure"},
     "notebooks/thm1_weak_convergence.md": {"0.58": "L^(-1/2) at L = 3, a closed form"},
     "notebooks/ff_pairs.md": {

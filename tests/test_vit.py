@@ -363,7 +363,7 @@ def test_fig2_phrases_say_whether_the_claim_holds():
     assert fig2.phrases(single, better)["claim"] == "not tested"
     assert fig2.stats_table(single) == "One seed pair: no paired statistics."
     table = fig2.stats_table(mixed, worse)
-    assert table.splitlines()[0] == "| | the 8 x 8 digits | the 200-image digits task |"
+    assert table.splitlines()[0] == "|  | the 8 x 8 digits | the 200-image digits task |"
     assert "| pairs: random ahead / behind / level | 7 / 3 / 0 | 0 / 10 / 0 |" in table
 
 

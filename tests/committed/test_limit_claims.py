@@ -187,42 +187,11 @@ def test_limit_at_horizon_differs_from_the_infinite_curve_near_beta_c():
     assert (p[1, 1] - curve[1]) / se > 2
 
 
-def _universality(n_antipodal, horizon_counts, conv_counts):
-    """A finished dataset from hand-made counts (1000 trajectories a point; betas 0.5, 1, 2)."""
-    knobs = dict(universality.SCALES["paper"])
-    betas = [0.5, 1.0, 2.0]
-    knobs.update(betas=tuple(betas), convergence_beta=1.0, convergence_Ls=(5,))
-    n = 1000
-    counts = np.asarray(n_antipodal)
-    raw = xr.Dataset({"n_antipodal": (("values", "beta"), counts),
-                      "n_single": (("values", "beta"), n - counts),
-                      "n_unclustered": (("values", "beta"), np.zeros_like(counts)),
-                      "n_traj": (("values", "beta"), np.full_like(counts, n)),
-                      "elapsed_s": (("values", "beta"), np.ones(counts.shape))},
-                     coords={"values": list(universality.LAWS), "beta": betas})
-    raw.attrs.update({f"fixed_{k}": knobs[k] for k in ("L", "T", "d", "attention", "tol",
-                                                       "gaussian_method")})
-    conv = xr.Dataset({"n_antipodal": (("values", "L"), np.asarray(conv_counts)[:, None]),
-                       "n_unclustered": (("values", "L"), np.zeros((3, 1), dtype=int)),
-                       "n_traj": (("values", "L"), np.full((3, 1), n)),
-                       "elapsed_s": (("values", "L"), np.ones((3, 1)))},
-                      coords={"values": list(universality.LAWS), "L": [5]})
-    T = knobs["T"]
-    horizon = xr.Dataset(
-        {"n_antipodal": (("beta", "horizon"), np.asarray([horizon_counts])),
-         "n_unclustered": (("beta", "horizon"), np.zeros((1, 3), dtype=int)),
-         "n_traj": (("beta",), [n]), "elapsed_s": (("beta",), [1.0])},
-        coords={"beta": [0.5], "horizon": [T, 2 * T, 4 * T]})
-    ds = universality.finish(raw, knobs, conv=conv, horizon=horizon)
-    ds.attrs["scale"] = "paper"   # what Figure.compute records
-    return ds
-
-
 @pytest.fixture(scope="module")
-def universality_cases():
+def universality_cases(universality_dataset):
     """Two hand-made datasets and their summaries (the backward equation runs once each)."""
-    small = _universality([[1, 120, 300]] * 3, [5, 3, 1], [100, 100, 100])
-    large = _universality([[1, 120, 300]] * 3, [50, 20, 5], [60, 100, 140])
+    small = universality_dataset([[1, 120, 300]] * 3, [5, 3, 1], [100, 100, 100])
+    large = universality_dataset([[1, 120, 300]] * 3, [50, 20, 5], [60, 100, 140])
     return (small, universality.summary(small)), (large, universality.summary(large))
 
 

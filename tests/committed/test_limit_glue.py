@@ -159,57 +159,26 @@ def test_thm1_summary_fields_on_the_committed_result():
 
 
 # ----------------------------------------------------------------------------- universality
-def _universality(n_antipodal, horizon_counts=None, scale="paper"):
-    """A finished universality dataset from hand-made counts over (values, beta)."""
-    knobs = dict(universality.SCALES[scale])
-    betas = [0.5, 1.0, 2.0]
-    knobs.update(betas=tuple(betas), convergence_beta=1.0, convergence_Ls=(5,))
-    n = 1000
-    counts = np.asarray(n_antipodal)
-    raw = xr.Dataset({"n_antipodal": (("values", "beta"), counts),
-                      "n_single": (("values", "beta"), n - counts),
-                      "n_unclustered": (("values", "beta"), np.zeros_like(counts)),
-                      "n_traj": (("values", "beta"), np.full_like(counts, n)),
-                      "elapsed_s": (("values", "beta"), np.ones(counts.shape))},
-                     coords={"values": list(universality.LAWS), "beta": betas})
-    raw.attrs.update({f"fixed_{k}": knobs[k] for k in ("L", "T", "d", "attention", "tol",
-                                                       "gaussian_method")})
-    conv = xr.Dataset({"n_antipodal": (("values", "L"), counts[:, 1:2]),
-                       "n_unclustered": (("values", "L"), np.zeros((3, 1), dtype=int)),
-                       "n_traj": (("values", "L"), np.full((3, 1), n)),
-                       "elapsed_s": (("values", "L"), np.ones((3, 1)))},
-                      coords={"values": list(universality.LAWS), "L": [5]})
-    horizon = None
-    if horizon_counts is not None:
-        T = knobs["T"]
-        horizon = xr.Dataset(
-            {"n_antipodal": (("beta", "horizon"), np.asarray([horizon_counts])),
-             "n_unclustered": (("beta", "horizon"), np.zeros((1, 3), dtype=int)),
-             "n_traj": (("beta",), [n]), "elapsed_s": (("beta",), [1.0])},
-            coords={"beta": [0.5], "horizon": [T, 2 * T, 4 * T]})
-    ds = universality.finish(raw, knobs, conv=conv, horizon=horizon)
-    ds.attrs["scale"] = scale   # what Figure.compute records
-    return ds
-
-
-def test_universality_laws_agree_verdict():
-    same = _universality([[5, 120, 300]] * 3, horizon_counts=[5, 3, 1])
+def test_universality_laws_agree_verdict(universality_dataset):
+    same = universality_dataset([[5, 120, 300]] * 3, horizon_counts=[5, 3, 1])
     s = universality.summary(same)
     assert s["laws_agree"] is True and s["p_total"] > universality.ALPHA
     assert s["horizon_decays"] == {0.5: True} and s["horizon_laws_agree"] == {0.5: True}
     assert s["has_beta_above_c"] and s["beta_c"] == pytest.approx(0.5 * math.acosh(2.0))
     assert s["conv_L_first"] == 5 and s["conv_L_last"] == s["L"]
-    apart = _universality([[5, 120, 300], [5, 120, 300], [5, 200, 300]], horizon_counts=[5, 5, 5])
+    apart = universality_dataset([[5, 120, 300], [5, 120, 300], [5, 200, 300]],
+                                 horizon_counts=[5, 5, 5])
     s = universality.summary(apart)
     assert s["laws_agree"] is False
     assert s["min_p_between_bonferroni"] <= universality.ALPHA
     assert s["horizon_decays"] == {0.5: False}
 
 
-def test_universality_page_keys_exist_in_a_paper_scale_summary():
+def test_universality_page_keys_exist_in_a_paper_scale_summary(universality_dataset):
     """The page's keys are computed whenever the scale runs the L sweep and the horizon
     check (every scale does), whatever the betas."""
-    s = universality.summary(_universality([[5, 120, 300]] * 3, horizon_counts=[5, 3, 1]))
+    s = universality.summary(universality_dataset([[5, 120, 300]] * 3,
+                                                  horizon_counts=[5, 3, 1]))
     # every key but the source comes from the summary and the page's phrases
     page = {**s, **universality.phrases(s)}
     assert _keys("universality_value_laws") <= _glued("universality", page) | {

@@ -147,11 +147,9 @@ def test_paper_verdicts():
     assert abs(clusters["depth_slope"] - 1) < 0.1
     # the unnormalised cells that miss the limit are a discretisation effect: the distance
     # to the prediction falls below the bound at 16 times finer steps
-    from stochastic_transformers.figures.ours import clusters_refinement
-
-    ds = load_committed("clusters")
-    worst = clusters_refinement.explain_worst(ds, "unnormalized")
-    assert worst["z"] > clusters_refinement.PERSIST_Z_MAX and worst["explained"]
+    module = figures.get("clusters").module
+    worst = module.explain_worst(load_committed("clusters"), "unnormalized")
+    assert worst["z"] > module.PERSIST_Z_MAX and worst["explained"]
     if "fig4" in COMMITTED:
         fig4 = figures.get("fig4").summary(load_committed("fig4"))
         assert fig4["Ls"] == [100, 1000]

@@ -1,4 +1,4 @@
-r"""Sub-Gaussian weights in the follow-up's model: Rademacher values, keys and queries against Gaussian ones.
+r"""Sub-Gaussian weights in the follow-up's model: Rademacher values, keys and queries.
 
 The follow-up's Theorem 1 assumes sub-Gaussian fluctuations only, and its limit depends on the
 weights through the mean field and the covariance of the increments.  For the values V that
@@ -8,11 +8,9 @@ of V's entries.  For the keys and queries it involves the whole law of the score
 products of signs, not Gaussian at small d: in our reading the limit can change with the law of
 W, W', by an amount that vanishes as d grows.
 
-Two tokens from uniform starts, centred weights, one head, :math:`\beta = b/\sqrt d`, run to
-the clock :math:`t = d\tau` in ``n_layers`` layers of step
-:math:`\eta = (\tau/\text{n\_layers})^{1/2}`; each law's overlap is compared with the Gaussian
-run's (two-sample Kolmogorov-Smirnov test, :func:`~stochastic_transformers.stats.ks_from_quantiles`)
-and with the Gaussian limit (:func:`stochastic_transformers.random_attention.homogenized.overlap_moments`).
+Two tokens from uniform starts, one head, :math:`\beta = b/\sqrt d`, run to the clock
+:math:`t = d\tau` in ``n_layers`` layers; each law's overlap is compared with the Gaussian
+run's (two-sample Kolmogorov-Smirnov test) and with the Gaussian limit (:func:`overlap_moments`).
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ from ...stats import ks_from_quantiles
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real
 from ..spec import Figure
-from .homog_limits import markdown_table
-from ..words import signed
+from ..words import markdown_table, signed
 
 #: law name -> (values, qk_law)
 LAWS = {"gaussian": ("gaussian", "gaussian"), "rademacher_v": ("rademacher", "gaussian"),
@@ -40,19 +37,17 @@ SCALES = {
     "quick": dict(_BASE, dims=(3, 6, 12, 24), n_layers=128, n_traj=4000),
     "paper": dict(_BASE, dims=(3, 6, 12, 24), n_layers=512, n_traj=40_000),
 }
-#: Level of the law tests (four dimensions times three laws: 12 tests, a family-wise false
-#: alarm rate below 1.2e-3 when every law has the Gaussian's limit).
+#: Level of the 12 law tests (a family-wise false alarm rate below 1.2e-3 under the null).
 KS_ALPHA = 1e-4
 #: A mean overlap agrees with the Gaussian limit when within this many standard errors.
 AGREE_Z = 3.0
-#: A difference of this many standard errors is seen four times in five by a test at 3
-#: standard errors (3 + 0.84, the normal's 80% quantile): the smallest detectable size.
+#: The smallest detectable difference, in standard errors: a test at 3 sees it four times in
+#: five (3 + 0.84, the normal's 80% quantile).
 DETECTABLE_SE = 3.84
-#: Levels of the quantiles a cell keeps of the overlap's law (the KS test needs the samples).
+#: Levels of the quantiles a cell keeps of the overlap's law (for the KS test).
 LEVELS = np.linspace(0.0, 1.0, 2001)
-#: Seconds per trajectory-layer (two tokens, the four laws and dimensions together), measured
-#: on the committed paper run (383 s of cell time; the literal map of the Rademacher laws
-#: dominates at d = 24).
+#: Seconds per trajectory-layer, measured on the committed paper run (383 s of cell time; the
+#: literal map of the Rademacher laws dominates at d = 24).
 SECONDS_PER_WORK = 1.17e-6
 
 
@@ -99,19 +94,16 @@ def work(knobs) -> float:
 
 def measured_work(ds):
     """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    knobs = {"dims": list(ds.d.values), "n_traj": int(ds.n_traj.max()),
-             "n_layers": int(ds.attrs["fixed_n_layers"])}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
+    return float(ds.attrs["cell_time_s"]), float(ds.n_traj.sum() * ds.attrs["fixed_n_layers"])
 
 
 def summary(ds) -> dict:
-    """Per law: the largest |z| of the mean against the Gaussian limit, the KS p-values against
-    the Gaussian runs per d, whether the law is told apart (some p below KS_ALPHA), and the
-    difference of means from the Gaussian run per d with its s.e. (its trend in d)."""
+    """Per law: the largest |z| of the mean against the Gaussian limit, the KS p-values
+    against the Gaussian runs per d and the d where one is below KS_ALPHA (``told_apart``),
+    and the difference of means from the Gaussian run per d with its s.e."""
     out = {"laws": {}, "dims": [int(d) for d in ds.d.values], "n_traj": int(ds.n_traj.max()),
            "b": float(ds.attrs["fixed_b"]), "t": float(ds.attrs["fixed_t"]),
-           "n_layers": int(ds.attrs["fixed_n_layers"]),
-           "ks_alpha": KS_ALPHA, "agree_z": AGREE_Z}
+           "n_layers": int(ds.attrs["fixed_n_layers"]), "ks_alpha": KS_ALPHA, "agree_z": AGREE_Z}
     for law in ds.law.values:
         sub = ds.sel(law=law)
         diff, diff_se = sub.diff_gaussian.values, sub.diff_gaussian_se.values
@@ -119,7 +111,6 @@ def summary(ds) -> dict:
                                               if p < KS_ALPHA]
         out["laws"][str(law)] = dict(
             max_abs_z_limit=float(np.max(np.abs(sub.z_limit.values))),
-            on_limit=bool(np.max(np.abs(sub.z_limit.values)) <= AGREE_Z),
             ks_p=[float(v) for v in sub.ks_p.values], told_apart=bool(apart),
             told_apart_dims=apart, diff=[float(v) for v in diff],
             diff_se=[float(v) for v in diff_se],
@@ -128,11 +119,9 @@ def summary(ds) -> dict:
 
 
 def words(stats) -> dict:
-    """The page's and the chapter's plain words and numbers: ``apart_text`` (the laws a KS
-    test tells apart from the Gaussian weights, and at which d), ``dims_text``, ``max_z_diff``
-    and ``max_z_limit`` (the largest distance of a mean from the Gaussian run's and from the
-    Gaussian limit, in standard errors) and ``min_detectable``/``max_detectable`` (differences
-    of ``detectable_se`` = :data:`DETECTABLE_SE` standard errors)."""
+    """The page's words and numbers: the laws a KS test tells apart (and where), the largest
+    |z| of a mean against the Gaussian run's and the Gaussian limit, and the range of the
+    detectable difference (DETECTABLE_SE standard errors)."""
     laws = stats["laws"]
     se = [x for law, v in laws.items() if law != "gaussian" for x in v["diff_se"]]
     apart = "; ".join(f"{law.replace('_', ' ')} is told apart at d = "
@@ -148,10 +137,9 @@ def words(stats) -> dict:
 
 
 def phrases(stats) -> dict:
-    """The page's Markdown ``verdict``: are Rademacher values told apart from Gaussian ones
-    (they should not be), and are Rademacher keys and queries (our reading lets their law into
-    the limit)?  A law is told apart by a KS test below :data:`KS_ALPHA` or a mean more than
-    :data:`AGREE_Z` standard errors from the Gaussian run's."""
+    """The page's verdict (Markdown): are Rademacher values told apart from Gaussian ones (they
+    should not be), and keys and queries (our reading lets their law into the limit)?  Told
+    apart: a KS p below KS_ALPHA or a mean over AGREE_Z standard errors from the Gaussian's."""
     seen = [law.replace("_", " ") for law, v in stats["laws"].items()
             if v["told_apart"] or max(v["abs_z_diff"]) > AGREE_Z]
     keys = [law for law in seen if law != "rademacher v"]
@@ -166,13 +154,13 @@ def phrases(stats) -> dict:
 
 def table(stats):
     """Per d and Rademacher law: the mean overlap minus the Gaussian run's, its s.e. and the KS
-    p-value against the Gaussian run (a Markdown table)."""
+    p-value against the Gaussian run (Markdown)."""
     others = [law for law in stats["laws"] if law != "gaussian"]
     rows = [[str(d)] + [f"{signed(v['diff'][k], 4)} ± {v['diff_se'][k]:.4f} ({v['ks_p'][k]:.2g})"
                         for v in (stats["laws"][law] for law in others)]
             for k, d in enumerate(stats["dims"])]
     return markdown_table(["$d$"] + [law.replace("_", " ") for law in others], rows,
-                          "Mean overlap minus the Gaussian run's ± s.e. (KS p-value):")
+                          caption="Mean overlap minus the Gaussian run's ± s.e. (KS p-value):")
 
 
 def plot(ds):
@@ -180,11 +168,10 @@ def plot(ds):
     from the Gaussian run."""
     import matplotlib.pyplot as plt
 
-    s = summary(ds)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(8.0, 3.8))
     dims = ds.d.values
-    looks = zip(ds.law.values, "os^D", ("#4c78a8", "#f58518", "#54a24b", "#e45756"))
-    for law, mark, colour in looks:
+    colours = ("#4c78a8", "#f58518", "#54a24b", "#e45756")
+    for law, mark, colour in zip(ds.law.values, "os^D", colours):
         sub, style = ds.sel(law=law), dict(ms=5, capsize=2, color=colour,
                                            label=str(law).replace("_", " "))
         ax.errorbar(dims, sub["mean"], yerr=2 * sub.mean_se, fmt=mark, **style)
@@ -192,14 +179,14 @@ def plot(ds):
             axb.errorbar(dims, sub.diff_gaussian, yerr=2 * sub.diff_gaussian_se, fmt=mark + "-",
                          lw=0.8, **style)
     ax.plot(dims, ds.limit_mean, "k--", lw=1, label="Gaussian limit")
-    ax.set(ylabel=r"$E R$ at $t = d\tau$", title=fr"(a) two tokens, $\beta = {s['b']:g}/\sqrt{{d}}$")
+    ax.set(ylabel=r"$E R$ at $t = d\tau$",
+           title=fr"(a) two tokens, $\beta = {float(ds.attrs['fixed_b']):g}/\sqrt{{d}}$")
     ax.legend(loc="upper left")
     axb.axhline(0.0, color="0.5", lw=0.8)
     axb.set(ylabel=r"$E R$ minus the Gaussian run's", title="(b) difference (bars 2 s.e.)")
     for a in (ax, axb):
         a.set(xscale="log", xlabel="d")
-        a.set_xticks(dims)
-        a.set_xticklabels([str(int(d)) for d in dims])
+        a.set_xticks(dims, [str(int(d)) for d in dims])
         a.minorticks_off()
     return laid_out(fig)
 

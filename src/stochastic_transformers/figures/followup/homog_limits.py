@@ -1,18 +1,11 @@
 r"""The map of limits of the non-centred random-attention model (the follow-up's Figure 1), measured.
 
-Weights with a mean give the chain a drift, the mean attention field, on the clock
-:math:`t = \eta\ell`, and their fluctuations a common noise of :math:`\alpha = \eta\sigma^2/H`
-per unit time (:mod:`stochastic_transformers.random_attention.limits`).  With :math:`\eta = L^{-\gamma}` and
-:math:`t_L\alpha = L^{\nu}` (so :math:`\sigma^2 = L^{\nu - 1 + 2\gamma}`) the follow-up's
+With :math:`\eta = L^{-\gamma}` and noise :math:`t_L\alpha = L^{\nu}` the follow-up's
 corollaries put the limit at ODE I, ODE II, the SDE or noise domination
-(:func:`~stochastic_transformers.random_attention.limits.expected_limit`: our reading of their map).  The model
-is the turning group (:func:`~stochastic_transformers.random_attention.limits.turning_group`), whose turning
-accumulates the :math:`O(\eta)` corrections that separate ODE I from ODE II; the observable
-:math:`\varphi` (:func:`~stochastic_transformers.random_attention.limits.phase`) sees that phase.  A
-candidate's weak distance is :math:`\sup_t |E\varphi(X^\eta_t) - E\varphi(Y_t)|` over the
-recorded times of :math:`[0, t_L]`, with the standard error at the maximising time; a cell's
-label is the first candidate that fits (:data:`Z_FIT`, :data:`Z_SLOPE`).  The follow-up's
-printed ODE II, :math:`b - \frac\eta2\nabla_b b`, is measured beside ours.
+(``limits.expected_limit``: our reading of its map).  The turning group accumulates the
+:math:`O(\eta)` corrections that separate ODE I from ODE II, and its phase :math:`\varphi`
+sees them.  A candidate's weak distance is :math:`\sup_t |E\varphi(X^\eta_t) - E\varphi(Y_t)|`
+over the recorded times of :math:`[0, t_L]`; a cell's label is the first candidate that fits.
 """
 
 from __future__ import annotations
@@ -23,17 +16,16 @@ import numpy as np
 
 from ... import simulate
 from ...config import RunConfig
-from ...random_attention.limits import (expected_limit, ode_path, phase, sde_paths, turning_group,
-                       upper_hemisphere_tokens)
+from ...random_attention.limits import (expected_limit, ode_path, phase, sde_paths,
+                                        turning_group, upper_hemisphere_tokens)
 from ...stats import log_log_slope
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
-from ..words import signed
+from ..words import markdown_table, signed
 
-#: The candidates, in the order a label is chosen (the simplest first).
+#: The candidates, in the order a label is chosen, and with the follow-up's printed ODE II.
 CANDIDATES = ("ode1", "ode2", "sde")
-#: The candidates and the follow-up's ODE II as printed: each gets a distance and a trend.
 SCORED = (*CANDIDATES, "ode2_printed")
 LABELS = {"ode1": "ODE I", "ode2": "ODE II", "sde": "SDE", "none": "none", "noise": "noise"}
 
@@ -45,17 +37,12 @@ SCALES = {
     "paper": dict(_BASE, Ls=(64, 256, 1024), n_traj=2000),
 }
 
-#: A candidate fits when its distance (a sup over 16 recorded times) at the deepest L is within
-#: this many s.e.: the Sidak level of a two-sided 3-sigma test (p = 0.0027) for 16 looks.
-Z_FIT = 3.8
-#: ... or when the slope of its log distance against log L is below -SLOPE_MIN by this many
-#: s.e. (a distance that falls slower than L^-0.1 is not read as tending to 0: near the
-#: boundaries the predicted rates, e.g. L^(1 - 2 gamma) for ODE I, go to 0 too).
-Z_SLOPE = 2.0
-SLOPE_MIN = 0.1
-
+#: A candidate fits when its distance at the deepest L is within Z_FIT s.e. (the Sidak level of
+#: a 3-sigma test for 16 looks), or when the slope of its log distance in log L is below
+#: -SLOPE_MIN by Z_SLOPE s.e. (near the boundaries the predicted rates go to 0 too).
+Z_FIT, Z_SLOPE, SLOPE_MIN = 3.8, 2.0, 0.1
 #: Seconds per trajectory-layer (the SDE's substeps and the ODEs riding along), measured on the
-#: committed paper run (1,513 s of cell time; the numpy SDE scheme dominates).
+#: committed paper run.
 SECONDS_PER_WORK = 2.82e-5
 
 
@@ -98,8 +85,7 @@ def cell(*, gamma, nu, L, n_traj, d, n_tokens, beta, attract, turn, n_times, sub
 def run(knobs, sweeps):
     """The (gamma, nu, L) sweep, every candidate scored in every (gamma, nu) cell."""
     series = ("chain", "chain_se", "sde", "sde_se", "ode1", "ode2", "ode2_printed")
-    ds = sweeps({"gamma": list(knobs["gammas"]), "nu": list(knobs["nus"]),
-                 "L": list(knobs["Ls"])},
+    ds = sweeps({"gamma": list(knobs["gammas"]), "nu": list(knobs["nus"]), "L": list(knobs["Ls"])},
                 fixed={k: knobs[k] for k in ("n_traj", "d", "n_tokens", "beta", "attract",
                                              "turn", "n_times", "substeps")},
                 seed=knobs["seed"], output_dims={k: ("fraction",) for k in series},
@@ -107,36 +93,26 @@ def run(knobs, sweeps):
     return _scored(ds)
 
 
-def _distance(ds, candidate):
-    """sup over the recorded times of |E phi(chain) - E phi(candidate)| and its s.e. there."""
-    gap = np.abs(ds.chain - ds[candidate])
-    se = np.sqrt(ds.chain_se ** 2 + (ds.sde_se ** 2 if candidate == "sde" else 0.0))
-    at = gap.fillna(-1.0).argmax("fraction")
-    return gap.isel(fraction=at), se.isel(fraction=at)
-
-
-def _trend(L, dist, se):
-    """(slope of log distance in log L, its s.e., whether the candidate fits); 0 is 1e-300."""
-    slope, slope_se, _ = log_log_slope(L, np.maximum(dist, 1e-300), np.maximum(se, 1e-300))
-    return slope, slope_se, dist[-1] <= Z_FIT * se[-1] or slope + Z_SLOPE * slope_se < -SLOPE_MIN
-
-
 def _scored(ds):
-    """Distances to each candidate, their trends in L, the fits and the labels."""
-    for c in SCORED:
-        ds[f"dist_{c}"], ds[f"dist_{c}_se"] = _distance(ds, c)
+    """Per candidate the distance (sup over the recorded times of |E phi(chain) - E phi(it)|,
+    with its s.e. there), the slope of log distance in log L (0 read as 1e-300) with its s.e.
+    and whether it fits; then the labels."""
     gammas, nus = ds.gamma.values, ds.nu.values
-    trends = {c: np.empty((3, gammas.size, nus.size)) for c in SCORED}  # slope, s.e., fits
-    for a, g in enumerate(gammas):
-        for b, nu in enumerate(nus):
-            sub = ds.sel(gamma=g, nu=nu)
-            for c in SCORED:
-                trends[c][:, a, b] = _trend(sub.L.values, sub[f"dist_{c}"].values,
-                                            sub[f"dist_{c}_se"].values)
-    for c, (slope, slope_se, fits) in trends.items():
-        ds[f"slope_{c}"] = (("gamma", "nu"), slope)
-        ds[f"slope_{c}_se"] = (("gamma", "nu"), slope_se)
-        ds[f"fits_{c}"] = (("gamma", "nu"), fits.astype(bool))
+    for c in SCORED:
+        gap = np.abs(ds.chain - ds[c])
+        se = np.sqrt(ds.chain_se ** 2 + (ds.sde_se ** 2 if c == "sde" else 0.0))
+        at = gap.fillna(-1.0).argmax("fraction")
+        ds[f"dist_{c}"], ds[f"dist_{c}_se"] = gap.isel(fraction=at), se.isel(fraction=at)
+        trend = np.empty((3, gammas.size, nus.size))      # slope, s.e., fits
+        for a, b in np.ndindex(gammas.size, nus.size):
+            sub = ds.sel(gamma=gammas[a], nu=nus[b])
+            dist, dse = sub[f"dist_{c}"].values, sub[f"dist_{c}_se"].values
+            slope, slope_se, _ = log_log_slope(sub.L.values, np.maximum(dist, 1e-300),
+                                               np.maximum(dse, 1e-300))
+            trend[:, a, b] = (slope, slope_se, dist[-1] <= Z_FIT * dse[-1]
+                              or slope + Z_SLOPE * slope_se < -SLOPE_MIN)
+        for name, values in zip((f"slope_{c}", f"slope_{c}_se", f"fits_{c}"), trend):
+            ds[name] = (("gamma", "nu"), values.astype(bool) if name[0] == "f" else values)
     fits = np.stack([ds[f"fits_{c}"].values for c in CANDIDATES])
     ds["label"] = (("gamma", "nu"), np.where(fits.any(axis=0),
                                              np.array(CANDIDATES)[fits.argmax(axis=0)], "none"))
@@ -162,27 +138,19 @@ def _agrees(label, expected):
     return label == expected or (expected == "noise" and label in ("sde", "none"))
 
 
-def _cells(ds):
-    """One row per (gamma, nu) cell: its label, the expected one, whether they agree, and per
-    candidate the distance at the deepest L, its s.e. and the slope in L."""
-    deep = ds.isel(L=-1)
-    rows = []
+def summary(ds) -> dict:
+    """The measured map against the follow-up's: ``cells`` (per (gamma, nu) the labels and
+    per candidate the distance at the deepest L, its s.e. and slope in L), the diffusive cell
+    farthest from the SDE in s.e., and ``printed_vs_ours``: over the cells with nu < 0 where
+    ODE II (ours) fits, the largest distance of each form and where the printed one fits."""
+    deep, cells = ds.isel(L=-1), []
     for a, g in enumerate(ds.gamma.values):
         for b, nu in enumerate(ds.nu.values):
             lab, exp = str(ds.label.values[a, b]), str(ds.expected.values[a, b])
-            rows.append(dict(
-                gamma=float(g), nu=float(nu), label=lab, expected=exp, agree=_agrees(lab, exp),
-                **{k: float(deep[k].values[a, b]) for c in SCORED
-                   for k in (f"dist_{c}", f"dist_{c}_se", f"slope_{c}")}))
-    return rows
-
-
-def summary(ds) -> dict:
-    """The measured map against the follow-up's (``cells``: :func:`_cells`; ``disagree``: the
-    rows whose label is not the expected one), the diffusive cell farthest from the SDE in
-    standard errors, and ``printed_vs_ours``: over the cells with nu < 0 where ODE II (ours)
-    fits, the largest distance of each form at the deepest L and where the printed one fits."""
-    cells = _cells(ds)
+            cells.append(dict(gamma=float(g), nu=float(nu), label=lab, expected=exp,
+                              agree=_agrees(lab, exp), **{
+                                  k: float(deep[k].values[a, b]) for c in SCORED
+                                  for k in (f"dist_{c}", f"dist_{c}_se", f"slope_{c}")}))
     definite = [r for r in cells if r["expected"] != "noise"]
     worst = max((r for r in cells if r["expected"] == "sde"),
                 key=lambda r: r["dist_sde"] / r["dist_sde_se"], default=None)
@@ -212,22 +180,19 @@ def summary(ds) -> dict:
 
 
 def phrases(stats) -> dict:
-    """The page's Markdown from :func:`summary`: ``verdict`` (does the measured map match the
-    follow-up's, and in which form of ODE II), ``reading`` (the step exponents at the quietest
-    noise where the ODEs' distances fall faster than L^-SLOPE_MIN, and where ODE II's grows)."""
-    n, agree, pv = stats["n_cells"], stats["n_agree"], stats["printed_vs_ours"]
-    word = "Reproduced" if agree == n else "Partly reproduced" if agree else "Not reproduced"
-    nd, nda = stats["n_definite"], stats["n_definite_agree"]
-    nn, nns = stats["n_noise"], stats["n_noise_sde"]
-    fit = (f"fit: within {stats['z_fit']:g} s.e. at the deepest $L$, or a distance that falls "
-           f"faster than $L^{{-{stats['slope_min']:g}}}$")
+    """The page's Markdown: the ``verdict`` (does the measured map match the follow-up's, and
+    in which form of ODE II) and the ``table`` of every cell (the distance at the deepest L
+    with its slope in log L)."""
+    agree, pv, cells = stats["n_agree"], stats["printed_vs_ours"], stats["cells"]
+    word = ("Reproduced" if agree == stats["n_cells"] else "Partly reproduced" if agree
+            else "Not reproduced")
     verdict = (f"**{word}**: the measured limit is the predicted one in "
-               + (f"all the cells with a definite prediction ({nda} of {nd}; {fit})" if nda == nd
-                  else f"{nda} of the {nd} cells with a definite prediction ({fit})"))
-    if nn:
-        verdict += ("; in the noise-dominated cells the SDE fits" if nns == nn else
-                    f"; in {nns} of the {nn} noise-dominated cells the SDE fits")
-        verdict += ", which this run cannot tell apart from noise domination"
+               f"{stats['n_definite_agree']} of the {stats['n_definite']} cells with a definite "
+               f"prediction (a candidate fits within {Z_FIT:g} s.e. at the deepest $L$, or with a "
+               f"distance that falls faster than $L^{{-{SLOPE_MIN:g}}}$)")
+    if stats["n_noise"]:
+        verdict += (f"; in {stats['n_noise_sde']} of the {stats['n_noise']} noise-dominated "
+                    "cells the SDE fits, which this run cannot tell apart from noise domination")
     verdict += "".join(f"; at $\\gamma$ = {r['gamma']:g}, $\\nu$ = {r['nu']:g} we measure "
                        f"{LABELS[r['label']]}, not {LABELS[r['expected']]}"
                        for r in stats["disagree"]) + "."
@@ -236,73 +201,48 @@ def phrases(stats) -> dict:
                     f"fits {pv['n_printed_fits']} of the {pv['n_cells']} cells where ours does"
                     + (", each a cell where ODE I fits as well." if
                        pv["printed_fits_where_ode1_fits"] else "."))
-    quiet = min(r["nu"] for r in stats["cells"])
-
-    def at(c, test):
-        gs = [f"{r['gamma']:g}" for r in stats["cells"]
-              if r["nu"] == quiet and test(r[f"slope_{c}"])]
-        return f"at $\\gamma$ = {', '.join(gs)}" if gs else "at no $\\gamma$"
-
-    reading = (f"ODE I's distance falls {at('ode1', lambda s: s < -SLOPE_MIN)}, ODE II's "
-               f"{at('ode2', lambda s: s < -SLOPE_MIN)}; ODE II's grows {at('ode2', lambda s: s > 0)}")
-    return {"verdict": verdict, "reading": reading}
-
-
-def markdown_table(head, rows, caption=""):
-    """A Markdown table under an optional caption line (``head``: column titles; ``rows``:
-    lists of cell texts), as an IPython Markdown object for a page's output."""
-    from IPython.display import Markdown
-
-    lines = [caption, ""] if caption else []
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return Markdown("\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows]))
-
-
-def table(stats):
-    """Every cell: measured and expected label, and per candidate the distance at the deepest
-    L with the slope of log distance in log L (a Markdown table)."""
-    forms = ("ode1", "ode2", "ode2_printed", "sde")
     rows = [[f"{r['gamma']:g}", f"{r['nu']:g}", LABELS[r["label"]] + (
         "" if r["label"] == r["expected"] else f" / {LABELS[r['expected']]}")]
-            + [f"{r[f'dist_{c}']:.3f} ({signed(r[f'slope_{c}'])})" for c in forms]
-            for r in stats["cells"]]
-    return markdown_table(("$\\gamma$", "$\\nu$", "measured / expected", "ODE I", "ODE II",
-                           "ODE II printed", "SDE"), rows,
-                          f"Distance at $L$ = {stats['L_max']} (slope in $\\log L$):")
+            + [f"{r[f'dist_{c}']:.3f} ({signed(r[f'slope_{c}'])})"
+               for c in ("ode1", "ode2", "ode2_printed", "sde")] for r in cells]
+    head = ("$\\gamma$", "$\\nu$", "measured / expected", "ODE I", "ODE II", "ODE II printed",
+            "SDE")
+    return {"verdict": verdict, "table": markdown_table(
+        head, rows, caption=f"Distance at $L$ = {stats['L_max']} (slope in $\\log L$):")}
 
 
 _COLOURS = {"ode1": "#4c78a8", "ode2": "#72b7b2", "sde": "#f58518", "none": "#bab0ac"}
+_FORMS = (("ode1", "o", "-", "ODE I"), ("ode2", "s", "--", "ODE II (ours)"),
+          ("ode2_printed", "x", ":", "ODE II (printed)"))
 
 
 def _draw_map(ax, ds):
-    """Each (gamma, nu) cell at equal spacing, coloured and named by its label, over the
-    follow-up's boundaries (placed by interpolating between the columns)."""
+    """Each (gamma, nu) cell coloured and named by its label, over the follow-up's boundaries."""
     import matplotlib.pyplot as plt
     from matplotlib.transforms import blended_transform_factory
 
     gammas, nus = ds.gamma.values, ds.nu.values
-    for (a, b), lab in np.ndenumerate(ds.label.values):
+    for (a, b), lab in np.ndenumerate(ds.label.values.astype(str)):
         exp = str(ds.expected.values[a, b])
-        ax.add_patch(plt.Rectangle((a - 0.45, b - 0.45), 0.9, 0.9, color=_COLOURS[str(lab)],
+        ax.add_patch(plt.Rectangle((a - 0.45, b - 0.45), 0.9, 0.9, color=_COLOURS[lab],
                                    alpha=0.9, lw=0, zorder=1))
-        note = "" if _agrees(str(lab), exp) else f"\n(expected {LABELS[exp]})"
-        ax.text(a, b, LABELS[str(lab)] + note, ha="center", va="center", zorder=2)
+        note = "" if _agrees(lab, exp) else f"\n(expected {LABELS[exp]})"
+        ax.text(a, b, LABELS[lab] + note, ha="center", va="center", zorder=2)
     top_ode = float(np.flatnonzero(nus < 0).max()) + 0.5 if np.any(nus < 0) else -0.5
     for gx in (1 / 3, 0.5):
+        # a boundary on a grid value is drawn on that column's right edge (the regimes are
+        # (1/3, 1/2] and (1/2, 1])
+        on_grid = np.flatnonzero(np.isclose(gammas, gx))
+        x = on_grid[0] + 0.5 if on_grid.size else np.interp(gx, gammas, np.arange(gammas.size))
         if gammas.min() <= gx <= gammas.max():
-            # a boundary on a grid value is drawn on that column's right edge (the regimes
-            # are (1/3, 1/2] and (1/2, 1])
-            on_grid = np.flatnonzero(np.isclose(gammas, gx))
-            x = on_grid[0] + 0.5 if on_grid.size else np.interp(gx, gammas,
-                                                                np.arange(gammas.size))
             ax.plot([x, x], [-0.5, top_ode], color="k", lw=1.2, ls=":", zorder=3)
     if np.any(nus == 0):
         ax.add_patch(plt.Rectangle((-0.5, np.flatnonzero(nus == 0)[0] - 0.5), gammas.size, 1.0,
                                    fill=False, ec="k", lw=1.2, ls="--", zorder=3))
     side = blended_transform_factory(ax.transAxes, ax.transData)
     for b, nu in enumerate(nus):
-        regime = "ODE" if nu < 0 else "diffusive" if nu == 0 else "noise\ndominates"
-        ax.text(1.01, b, regime, transform=side, va="center")
+        ax.text(1.01, b, "ODE" if nu < 0 else "diffusive" if nu == 0 else "noise\ndominates",
+                transform=side, va="center")
     ax.set(xlim=(-0.5, gammas.size - 0.5), ylim=(-0.5, nus.size - 0.5),
            xticks=np.arange(gammas.size), xticklabels=[f"{g:g}" for g in gammas],
            yticks=np.arange(nus.size), yticklabels=[f"{n:g}" for n in nus],
@@ -312,36 +252,30 @@ def _draw_map(ax, ds):
                  r"dotted: $\gamma$ = 1/3 and 1/2; dashed: $t_L\alpha = \Theta(1)$")
 
 
-def _draw_distances(ax, ds):
-    """At the quietest noise, the distance to each ODE against depth, one colour per gamma."""
-    from ...style import palette
-
-    forms = (("ode1", "o", "-", "ODE I"), ("ode2", "s", "--", "ODE II (ours)"),
-             ("ode2_printed", "x", ":", "ODE II (printed)"))
-    nu0 = float(ds.nu.min())
-    for colour, g in zip(palette(ds.gamma.size), ds.gamma.values):
-        sub = ds.sel(gamma=g, nu=nu0)
-        for c, mk, ls, _ in forms:
-            ax.errorbar(sub.L, sub[f"dist_{c}"], yerr=2 * sub[f"dist_{c}_se"], fmt=mk, ls=ls,
-                        color=colour, ms=4, lw=0.9, capsize=2,
-                        mfc="white" if c == "ode2" else colour)
-        ax.plot([], [], color=colour, lw=3, label=fr"$\gamma$ = {g:g}")
-    for c, mk, ls, name in forms:
-        ax.plot([], [], marker=mk, ls=ls, color="0.3", mfc="white" if c == "ode2" else "0.3",
-                label=name)
-    ax.set(xscale="log", yscale="log", xlabel="layers L",
-           ylabel=r"$\sup_t|E\varphi(X^\eta_t) - \varphi(Y_t)|$",
-           title=fr"(b) distance to the ODEs at $\nu$ = {nu0:g} (bars 2 s.e.)")
-    ax.legend(ncol=2, loc="lower left")
-
-
 def plot(ds):
-    """(a) the measured map over the follow-up's boundaries; (b) distances against depth."""
+    """(a) the measured map over the follow-up's boundaries; (b) at the quietest noise, the
+    distance to each ODE against depth, one colour per gamma."""
     import matplotlib.pyplot as plt
+
+    from ...style import palette
 
     fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.6), height_ratios=(1, 1.1))
     _draw_map(ax, ds)
-    _draw_distances(axb, ds)
+    nu0 = float(ds.nu.min())
+    for colour, g in zip(palette(ds.gamma.size), ds.gamma.values):
+        sub = ds.sel(gamma=g, nu=nu0)
+        for c, mk, ls, _ in _FORMS:
+            axb.errorbar(sub.L, sub[f"dist_{c}"], yerr=2 * sub[f"dist_{c}_se"], fmt=mk, ls=ls,
+                         color=colour, ms=4, lw=0.9, capsize=2,
+                         mfc="white" if c == "ode2" else colour)
+        axb.plot([], [], color=colour, lw=3, label=fr"$\gamma$ = {g:g}")
+    for c, mk, ls, name in _FORMS:
+        axb.plot([], [], marker=mk, ls=ls, color="0.3", mfc="white" if c == "ode2" else "0.3",
+                 label=name)
+    axb.set(xscale="log", yscale="log", xlabel="layers L",
+            ylabel=r"$\sup_t|E\varphi(X^\eta_t) - \varphi(Y_t)|$",
+            title=fr"(b) distance to the ODEs at $\nu$ = {nu0:g} (bars 2 s.e.)")
+    axb.legend(ncol=2, loc="lower left")
     return laid_out(fig)
 
 

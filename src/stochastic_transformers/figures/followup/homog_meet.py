@@ -1,19 +1,14 @@
 r"""Where the two papers meet: two tokens with fixed and with random keys and queries.
 
-The main paper's Theorem 2: two tokens with a fixed :math:`A = I` end antipodal with positive
-probability iff :math:`\beta > \beta_c(d)`.  The follow-up resamples :math:`A = WW'^\top` in
-every layer.  At the same :math:`(N, d, \beta)` (and :math:`\sigma_{qk} = 1`, H = 1,
-:math:`\eta = L^{-1/2}`, so both run on the clock :math:`\tau = T`), this figure measures
-:math:`P(1 + R_T < \text{tol})` for both models and draws, for both, the limit at :math:`T`
-(backward Kolmogorov equation of the two-token diffusion) and at :math:`T = \infty`
-(scale function), all from :mod:`stochastic_transformers.random_attention.homogenized` (the random-A
-coefficients are our derivation; with a fixed A the same code gives the main paper's
-closed form, tested).
-
-What the theory predicts (ours, not in either paper): with random keys and queries the
-antipodal end attracts iff :math:`\frac{d-3}{2} - 2(d-1)E[q^2] + (d-3)\lambda < 0`
-(:func:`stochastic_transformers.random_attention.homogenized.antipodal_attracting`), which holds at every
-:math:`\beta > 0` in d = 3 and at no :math:`\beta` of the grid in d = 4: the fluctuation of
+With a fixed :math:`A = I` two tokens end antipodal with positive probability iff
+:math:`\beta > \beta_c(d)` (main paper, Theorem 2); the follow-up resamples
+:math:`A = WW'^\top` every layer.  At the same :math:`(N, d, \beta)` (:math:`\sigma_{qk} = 1`,
+H = 1, :math:`\eta = L^{-1/2}`: both on the clock :math:`\tau = T`) we measure
+:math:`P(1 + R_T < \text{tol})` for both, against their limits at T (backward Kolmogorov
+equation) and at :math:`T = \infty` (scale function; the random-A coefficients are ours).
+Our prediction: with random keys the antipodal end attracts iff
+:math:`\frac{d-3}{2} - 2(d-1)E[q^2] + (d-3)\lambda < 0` (:func:`antipodal_attracting`), at
+every :math:`\beta > 0` in d = 3 and at none of CRITERION_BETAS in d = 4: the fluctuation of
 which token wins, :math:`\lambda`, grows with :math:`\beta` and pushes antipodal pairs apart.
 """
 
@@ -33,7 +28,7 @@ from ...theory import critical_beta
 from ..base import add_outcome_fractions, cell_threads, laid_out
 from ..knobs import all_of, integers, reals, whole_layers
 from ..spec import Figure
-from ..words import signed
+from ..words import markdown_table, signed
 
 MODEL_NAMES = ("stochastic", "random_attention")
 _BETAS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -45,20 +40,17 @@ SCALES = {
 }
 #: The agreement verdict: every point within this many standard errors of the finite-T limit.
 Z_MAX = 4.0
-#: The betas at which the summary evaluates the antipodal criterion of the random-key
-#: limit (the drift of atanh R at R = -1), whatever the run's grid: 0.25 to 8 in steps of 0.25.
+#: The betas of the random-key antipodal criterion in the summary, whatever the run's grid.
 CRITERION_BETAS = tuple(0.25 * k for k in range(1, 33))
 #: Seconds of simulation per trajectory-layer (both models averaged; the fixed-A chain stops
-#: early and is far cheaper), measured on the committed paper run (2,447 s of cell time, one
-#: thread a worker).
+#: early), measured on the committed paper run (2,447 s of cell time, one thread a worker).
 SECONDS_PER_WORK = 2.05e-7
 
 
 @functools.lru_cache(maxsize=8)
 def antipodal_criterion(d):
-    """The limit drift of atanh R at R = -1 with random keys, at each of
-    :data:`CRITERION_BETAS` (negative: antipodal pairs form with positive probability;
-    :func:`stochastic_transformers.random_attention.homogenized.antipodal_attracting`)."""
+    """The random-key limit drift of atanh R at R = -1 at each of CRITERION_BETAS (negative:
+    antipodal pairs form with positive probability)."""
     return tuple(antipodal_attracting(beta, int(d)) for beta in CRITERION_BETAS)
 
 
@@ -80,23 +72,16 @@ def _refine_cell(*, L, n_traj, T, tol, d, beta, seed):
 
 
 def run(knobs, sweeps):
-    """The (model, d, beta) sweep and the depth-refinement cells, with both limits.
-
-    The refinement cells rerun the random-A model at the smallest d and the largest beta
-    for each depth of ``refine_Ls``: the discrete chain's distance to its limit there is
-    its discretisation error (the step must be small against 1/beta, see the notebook).
-    """
+    """The (model, d, beta) sweep; the refinement (random A at the smallest d and largest
+    beta at each depth: its distance to the limit is its discretisation error); both limits
+    on a fine beta grid; the z-scores against the limit at T."""
     fixed = {k: knobs[k] for k in ("n_traj", "L", "T", "tol")}
     ds = sweeps({"model": list(MODEL_NAMES), "d": list(knobs["d"]), "beta": list(knobs["betas"])},
                 fixed=fixed, seed=knobs["seed"])
-    ref = sweeps({"L": list(knobs["refine_Ls"])}, cell=_refine_cell, part="refine",
-                 fixed=dict(n_traj=knobs["n_traj"], T=knobs["T"], tol=knobs["tol"],
-                            d=min(knobs["d"]), beta=max(knobs["betas"])), seed=knobs["seed"])
-    return _with_limits(add_outcome_fractions(ds, ("antipodal", "single", "unclustered")), ref)
-
-
-def _with_limits(ds, refine):
-    """The limits at T and at infinity on a fine beta grid, z-scores, and the refinement."""
+    refine = sweeps({"L": list(knobs["refine_Ls"])}, cell=_refine_cell, part="refine",
+                    fixed=dict(n_traj=knobs["n_traj"], T=knobs["T"], tol=knobs["tol"],
+                               d=min(knobs["d"]), beta=max(knobs["betas"])), seed=knobs["seed"])
+    ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     T, tol = float(ds.attrs["fixed_T"]), float(ds.attrs["fixed_tol"])
     fine = np.unique(np.concatenate([np.linspace(0.05, ds.beta.values.max(), 16), ds.beta.values]))
     ds = ds.assign_coords(beta_fine=fine)
@@ -132,8 +117,7 @@ def work(knobs) -> float:
 
 
 def measured_work(ds):
-    """(seconds of simulation, trajectory-layers) of a computed dataset, the refinement
-    cells included."""
+    """(seconds of simulation, trajectory-layers) of a computed dataset, refinement included."""
     knobs = {"d": list(ds.d.values), "betas": list(ds.beta.values), "n_traj": int(ds.n_traj.max()),
              "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
              "refine_Ls": [int(v) for v in ds.refine_L.values]}
@@ -141,82 +125,58 @@ def measured_work(ds):
 
 
 def summary(ds) -> dict:
-    """Agreement with the finite-T limit, and the comparison the figure is about.
-
-    Per model and d (``{model}_d{d}_...``): the largest fraction at T, the largest limit at
-    infinity, the largest |z|, the beta of the largest fraction (``peak_beta``) and
-    ``falls_after_peak`` (the fraction at the largest beta is more than two binomial
-    standard errors below the peak).  ``fixed_max_abs_z``: the largest |z| of the fixed
-    A = I.  The refinement (:func:`_refinement`).  ``beta_c[d]``: the main paper's
-    threshold.  ``criterion``: the random-key limit drift at R = -1 over
-    :data:`CRITERION_BETAS` for each d of the run (its range and whether it is negative at
-    every beta, ``attracts_everywhere``, or at none, ``attracts_nowhere``).
-    """
+    """Agreement with the limit at T (every |z| within Z_MAX) per model; per d of the random
+    keys the largest |z|, the beta of the largest fraction and whether the fraction at the
+    largest beta is over two binomial s.e. below it; the depth refinement; in d = 4 the limits
+    at infinity; the criterion's sign over CRITERION_BETAS per d."""
     z = ds.z_score
     fixed_z = float(np.abs(z.sel(model="stochastic")).max())
-    out = {"max_abs_z": float(np.abs(z).max()), "n_points": int(z.size),
-           "n_traj": int(ds.n_traj.max()), "agree": bool(float(np.abs(z).max()) <= Z_MAX),
-           "agree_fixed": bool(fixed_z <= Z_MAX),
+    out = {"n_traj": int(ds.n_traj.max()), "agree_fixed": bool(fixed_z <= Z_MAX),
            "agree_random": bool(float(np.abs(z.sel(model="random_attention")).max()) <= Z_MAX),
            "fixed_max_abs_z": fixed_z, "theory_error": float(ds.theory_error.max()),
            "max_unclustered": float(ds.p_unclustered.max()),
            "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
-           "beta_max": float(ds.beta.max()),
            "beta_c": {int(d): float(critical_beta(int(d))) for d in ds.d.values}}
-    for model in ds.model.values:
-        for d in ds.d.values:
-            sub = ds.sel(model=model, d=d)
-            key = f"{model}_d{int(d)}"
-            p = sub.p_antipodal.values
-            peak = int(np.argmax(p))
-            se = np.sqrt(p[peak] * (1 - p[peak]) / float(sub.n_traj.values[peak]))
-            out[f"{key}_max_p"] = float(sub.p_antipodal.max())
-            out[f"{key}_max_p_inf"] = float(sub.p_theory_inf_fine.max())
-            out[f"{key}_max_abs_z"] = float(np.abs(sub.z_score).max())
-            out[f"{key}_peak_beta"] = float(sub.beta.values[peak])
-            out[f"{key}_falls_after_peak"] = bool(p[-1] < p[peak] - 2 * se)
-    out.update(_refinement(ds, out["L"]))
-    # The headline: in d = 4 random keys remove antipodal pairs the fixed A = I keeps.
-    if 4 in ds.d.values:
+    for d in ds.d.values:
+        sub, key = ds.sel(model="random_attention", d=d), f"random_attention_d{int(d)}"
+        p = sub.p_antipodal.values
+        peak = int(np.argmax(p))
+        se = np.sqrt(p[peak] * (1 - p[peak]) / float(sub.n_traj.values[peak]))
+        out.update({f"{key}_max_abs_z": float(np.abs(sub.z_score).max()),
+                    f"{key}_peak_beta": float(sub.beta.values[peak]),
+                    f"{key}_falls_after_peak": bool(p[-1] < p[peak] - 2 * se)})
+    # the refinement; its own |z| at the main grid's depth is an independent replicate, and
+    # discretisation_explains: the deviation shrinks with depth and the deepest agrees
+    zr = ds.refine_z.values
+    d_ref, beta_ref = int(ds.attrs["refine_d"]), float(ds.attrs["refine_beta"])
+    Ls = [int(v) for v in ds.refine_L.values]
+    same = [i for i, v in enumerate(Ls) if v == out["L"]]
+    out.update({"refine_d": d_ref, "refine_beta": beta_ref, "refine_Ls": Ls,
+                "refine_z": [float(v) for v in zr], "refine_first_L": Ls[0],
+                "refine_last_L": Ls[-1],
+                "refine_first_abs_z": float(abs(zr[0])), "refine_last_abs_z": float(abs(zr[-1])),
+                "refine_p": [float(v) for v in (ds.refine_n_antipodal / ds.refine_n_traj).values],
+                "refine_p_theory": float(ds.attrs["refine_p_theory"]),
+                "random_z_at_refine": float(abs(z.sel(d=d_ref, beta=beta_ref,
+                                                      model="random_attention"))),
+                "refine_has_main_L": bool(same),
+                "refine_abs_z_at_main_L": float(abs(zr[same[0]])) if same else float("nan"),
+                "discretisation_explains": bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))})
+    if 4 in ds.d.values:  # the headline: in d = 4 random keys remove the antipodal pairs
         inf = ds.p_theory_inf_fine.sel(d=4).max("beta_fine")
+        out["stochastic_d4_max_p_inf"] = float(inf.sel(model="stochastic"))
         out["d4_random_inf_zero"] = bool(float(inf.sel(model="random_attention")) == 0.0)
-        out["d4_fixed_inf_positive"] = bool(float(inf.sel(model="stochastic")) > 0.0)
+        out["d4_fixed_inf_positive"] = out["stochastic_d4_max_p_inf"] > 0.0
     mu = {int(d): np.array(antipodal_criterion(int(d))) for d in ds.d.values}
     out["criterion"] = {"beta_min": CRITERION_BETAS[0], "beta_max": CRITERION_BETAS[-1],
-                        "n_betas": len(CRITERION_BETAS),
-                        "min_drift": {d: float(m.min()) for d, m in mu.items()},
-                        "max_drift": {d: float(m.max()) for d, m in mu.items()},
                         "attracts_everywhere": {d: bool(np.all(m < 0)) for d, m in mu.items()},
                         "attracts_nowhere": {d: bool(np.all(m > 0)) for d, m in mu.items()}}
     return out
 
 
-def _refinement(ds, main_L) -> dict:
-    """The refinement's entries of :func:`summary`: its cell (``refine_d``, ``refine_beta``),
-    depths, z at each (|z| of the first and last by name), fractions and limit; the main
-    grid's |z| of the random keys at its (d, beta) (``random_z_at_refine``); its own |z| at the main grid's depth ``main_L``
-    (``refine_abs_z_at_main_L``, an independent replicate; ``refine_has_main_L``); and
-    ``discretisation_explains``: the deviation shrinks with depth and the deepest run agrees."""
-    zr = ds.refine_z.values
-    d_ref, beta_ref = int(ds.attrs["refine_d"]), float(ds.attrs["refine_beta"])
-    Ls = [int(v) for v in ds.refine_L.values]
-    same = [i for i, v in enumerate(Ls) if v == main_L]
-    z = ds.z_score.sel(d=d_ref, beta=beta_ref)
-    return {"refine_d": d_ref, "refine_beta": beta_ref, "refine_Ls": Ls,
-            "refine_z": [float(v) for v in zr],
-            "refine_first_L": Ls[0], "refine_last_L": Ls[-1],
-            "refine_first_abs_z": float(abs(zr[0])), "refine_last_abs_z": float(abs(zr[-1])),
-            "refine_p": [float(v) for v in (ds.refine_n_antipodal / ds.refine_n_traj).values],
-            "refine_p_theory": float(ds.attrs["refine_p_theory"]),
-            "random_z_at_refine": float(abs(z.sel(model="random_attention"))),
-            "refine_has_main_L": bool(same),
-            "refine_abs_z_at_main_L": float(abs(zr[same[0]])) if same else float("nan"),
-            "discretisation_explains": bool(abs(zr[-1]) <= Z_MAX and abs(zr[-1]) < abs(zr[0]))}
-
-
 def phrases(stats) -> dict[str, str]:
-    """The page's verdict (Markdown): the fixed A = I on the main paper's limit, the random
-    keys on ours, no antipodal pairs in d = 4, and the depth refinement."""
+    """The page's verdict (Markdown): A = I on the main paper's limit, random keys on ours
+    (or whether refining the step shrinks the gap to within our bound), and no antipodal pairs in d = 4."""
     d4 = bool(stats.get("d4_random_inf_zero") and stats.get("d4_fixed_inf_positive"))
     random_ok = stats["agree_random"] or stats["discretisation_explains"]
     word = ("Reproduced" if stats["agree_fixed"] and random_ok and d4 else
@@ -225,39 +185,32 @@ def phrases(stats) -> dict[str, str]:
              "standard errors of the main paper's limit at $T$" if stats["agree_fixed"] else
              f"with a fixed $A = I$ some points miss the main paper's limit (by up to "
              f"{stats['fixed_max_abs_z']:.1f} standard errors)")
-    where = (f"$d$ = {stats['refine_d']}, $\\beta$ = {stats['refine_beta']:g}")
-    if stats["agree_random"]:
-        random = (f"with random keys every point lies within our bound of {Z_MAX:g} standard "
-                  "errors of our limit")
-    else:
-        random = (f"with random keys the points follow our limit except at {where}, "
-                  f"{stats['random_z_at_refine']:.1f} standard errors off at $L$ = "
-                  f"{stats['L']}, a gap that "
-                  + ("closes as the step is refined " if stats["discretisation_explains"] else
-                     "does **not** close as the step is refined ")
-                  + f"({stats['refine_last_abs_z']:.1f} at $L$ = {stats['refine_last_L']})")
-    end = ("; in $d = 4$ the random keys leave no antipodal pair at $T = \\infty$, where "
-           f"$A = I$ keeps up to {stats['stochastic_d4_max_p_inf']:.0%}" if d4 else
-           "; in $d = 4$ the limits at $T = \\infty$ are not what the proposition says")
-    return {"verdict": f"**{word}:** {fixed}; {random}{end}."}
+    random = (f"with random keys every point lies within our bound of {Z_MAX:g} standard errors "
+              "of our limit" if stats["agree_random"] else
+              f"with random keys the points follow our limit except at $d$ = {stats['refine_d']}, "
+              f"$\\beta$ = {stats['refine_beta']:g}, {stats['random_z_at_refine']:.1f} standard "
+              f"errors off at $L$ = {stats['L']}, a gap that "
+              + ("shrinks" if stats["discretisation_explains"] else "does **not** shrink")
+              + f" to within our bound as the step is refined ({stats['refine_last_abs_z']:.1f} at $L$ = "
+              f"{stats['refine_last_L']})")
+    end = ("in $d = 4$ the random keys leave no antipodal pair at $T = \\infty$, where $A = I$ "
+           f"keeps up to {stats['stochastic_d4_max_p_inf']:.0%}" if d4 else
+           "in $d = 4$ the limits at $T = \\infty$ are not what the proposition says")
+    return {"verdict": f"**{word}:** {fixed}; {random}; {end}."}
 
 
 def table(stats) -> str:
-    """The depth refinement as a Markdown table: the fraction antipodal at each depth and
-    its distance to the limit in standard errors."""
-    Ls = stats["refine_Ls"]
-    return "\n".join([
-        "| layers per unit time | " + " | ".join(f"{L:,}" for L in Ls) + " |",
-        "|---" * (len(Ls) + 1) + "|",
-        "| fraction antipodal at $T$ | " + " | ".join(f"{p:.1%}" for p in stats["refine_p"])
-        + " |",
-        f"| against the limit, {stats['refine_p_theory']:.1%} (s.e.) | "
-        + " | ".join(signed(z, 1) for z in stats["refine_z"]) + " |"])
+    """The depth refinement: the fraction antipodal at each depth and its distance to the
+    limit in standard errors, as Markdown."""
+    return markdown_table(["layers per unit time", *(f"{L:,}" for L in stats["refine_Ls"])], [
+        ["fraction antipodal at $T$", *(f"{p:.1%}" for p in stats["refine_p"])],
+        [f"against the limit, {stats['refine_p_theory']:.1%} (s.e.)",
+         *(signed(z, 1) for z in stats["refine_z"])]])
 
 
 def plot(ds):
-    """Top: one panel per d, both models' fractions at T with their limits at T (solid) and
-    at infinity (dashed); bottom: the random-key chain's depth refinement, and the legend."""
+    """One panel per d: both models' fractions at T with their limits at T (solid) and at
+    infinity (dashed); then the random-key chain's depth refinement, and the legend."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
@@ -265,35 +218,34 @@ def plot(ds):
     colours = dict(zip(MODEL_NAMES, palette(2)))
     labels = {"stochastic": "fixed A = I (main paper)",
               "random_attention": "random A = W W'$^T$ (follow-up)"}
-    n_d, T = ds.sizes["d"], float(ds.attrs["fixed_T"])
-    n_rows = (n_d + 2 + 1) // 2
-    fig, axes = plt.subplots(n_rows, 2, figsize=(7.6, 3.3 * n_rows), squeeze=False)
+    n_d, ylabel = ds.sizes["d"], r"$P(1 + R_T < \mathrm{tol})$"
+    fig, axes = plt.subplots((n_d + 3) // 2, 2, figsize=(7.6, 3.3 * ((n_d + 3) // 2)),
+                             squeeze=False)
     axes = axes.ravel()
-    for ax, d in zip(axes[:n_d], ds.d.values):
-        for model in MODEL_NAMES:
+    for ax, d in zip(axes, ds.d.values):
+        for model, colour in colours.items():
             sub = ds.sel(model=model, d=d)
             p = sub.p_antipodal.values
-            yerr = np.vstack([p - sub.p_antipodal_low.values, sub.p_antipodal_high.values - p])
-            ax.errorbar(sub.beta, p, yerr=yerr, fmt="o", ms=4, capsize=2, lw=0.9,
-                        color=colours[model], label=labels[model])
-            ax.plot(ds.beta_fine, sub.p_theory_T_fine, color=colours[model], lw=1.2)
-            ax.plot(ds.beta_fine, sub.p_theory_inf_fine, color=colours[model], lw=1.0, ls="--")
-        ax.set(xlabel=r"$\beta$", ylabel=r"$P(1 + R_T < \mathrm{tol})$", ylim=(-0.01, None),
+            ax.errorbar(sub.beta, p, yerr=np.vstack([p - sub.p_antipodal_low.values,
+                                                     sub.p_antipodal_high.values - p]),
+                        fmt="o", ms=4, capsize=2, lw=0.9, color=colour, label=labels[model])
+            ax.plot(ds.beta_fine, sub.p_theory_T_fine, color=colour, lw=1.2)
+            ax.plot(ds.beta_fine, sub.p_theory_inf_fine, color=colour, lw=1.0, ls="--")
+        ax.set(xlabel=r"$\beta$", ylabel=ylabel, ylim=(-0.01, None),
                title=f"two tokens, d = {int(d)}")
-    ax = axes[n_d]
+    ax, key = axes[n_d], axes[n_d + 1]
     n = ds.refine_n_traj.values
     p = ds.refine_n_antipodal.values / n
     ax.errorbar(ds.refine_L, p, yerr=2 * np.sqrt(p * (1 - p) / n), fmt="o-", ms=4, capsize=2,
                 color=colours["random_attention"])
     ax.axhline(float(ds.attrs["refine_p_theory"]), color="0.3", lw=1.2)
-    ax.set(xscale="log", xlabel="layers per unit time L", ylabel=r"$P(1 + R_T < \mathrm{tol})$",
+    ax.set(xscale="log", xlabel="layers per unit time L", ylabel=ylabel,
            title=f"random A, d = {ds.attrs['refine_d']}, $\\beta$ = "
                  f"{ds.attrs['refine_beta']:g}: finer steps")
-    key = axes[n_d + 1]
-    handles = axes[0].get_legend_handles_labels()[0]
-    handles += [plt.Line2D([], [], color="0.3", lw=1.2), plt.Line2D([], [], color="0.3", ls="--")]
-    key.legend(handles, [labels[m] for m in MODEL_NAMES]
-               + [f"limit at T = {T:g}", r"limit at $T = \infty$"], loc="center",
+    handles = axes[0].get_legend_handles_labels()[0] + [
+        plt.Line2D([], [], color="0.3", lw=1.2), plt.Line2D([], [], color="0.3", ls="--")]
+    key.legend(handles, [*labels.values(), f"limit at T = {float(ds.attrs['fixed_T']):g}",
+                         r"limit at $T = \infty$"], loc="center",
                title=f"{int(ds.n_traj.max()):,} pairs a point; bars: 95%")
     for ax in axes[n_d + 1:]:
         ax.axis("off")

@@ -1,16 +1,10 @@
-r"""Common against independent noise in the follow-up's model: what sharing the weights does to clustering.
+r"""Common against independent noise in the follow-up's model: what sharing the weights does.
 
-The follow-up's chain applies one draw of the weights per layer and head to every token, so
-the increments of different tokens are correlated through the kernel :math:`K[\mu](x, y)`: a
-*common* noise, which its Section 5 contrasts with the idiosyncratic noise of diffusive
-variants (K = 0 off the diagonal).  ``ModelConfig(noise="independent")`` draws every token's
-own weights; the rest is the same model (centred Gaussian weights, one head,
-:math:`\eta = L^{-1/2}`, time on the noise clock :math:`\tau`).  Two tokens: the mean overlap
-and the share of antipodal pairs (:math:`1 + R <` tol) against the limit of each noise
-(:func:`stochastic_transformers.random_attention.homogenized.overlap_moments` and ``antipodal_by``).  Eight
-tokens: the mean pair overlap, the number of clusters
-(:func:`stochastic_transformers.classification.n_clusters`) and the share of runs with an
-antipodal pair.
+One draw of the weights per layer and head moves every token (a *common* noise, correlated
+through the kernel :math:`K[\mu](x, y)`); ``noise="independent"`` draws every token's own
+(K = 0 off the diagonal), in the same model (centred Gaussian weights, one head,
+:math:`\eta = L^{-1/2}`, time on the noise clock :math:`\tau`).  Two tokens are set against
+each noise's limit; eight give the mean pair overlap, the clusters and the antipodal share.
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ from ...random_attention.homogenized import antipodal_by, overlap_moments
 from ..base import cell_threads, laid_out
 from ..knobs import integer, real, reals
 from ..spec import Figure
+from ..words import verdict
 
 NOISES = ("common", "independent")
 _BASE = dict(d=4, beta=1.0, many_tokens=8, tol=1e-3, taus=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
@@ -35,12 +30,9 @@ SCALES = {
     "quick": dict(_BASE, L=64, n_pairs=2000, n_many=400),
     "paper": dict(_BASE, L=256, n_pairs=20_000, n_many=4000),
 }
-#: A point agrees with its limit when within this many standard errors (24 comparisons, two
-#: statistics at six clocks for each noise: a family-wise false-alarm rate of about 1%).
-AGREE_Z = 3.5
-#: Seconds per trajectory-layer (both noises, two and eight tokens together, d = 4), measured
-#: on the committed paper run (64 s of cell time).
-SECONDS_PER_WORK = 3.24e-7
+#: A point agrees with its limit within AGREE_Z s.e. (24 comparisons: a family-wise false
+#: alarm rate of about 1%).  SECONDS_PER_WORK: measured on the committed paper run.
+AGREE_Z, SECONDS_PER_WORK = 3.5, 3.24e-7
 
 
 def cell(*, noise, n_tokens, d, beta, taus, L, n_traj, tol, seed):
@@ -63,108 +55,91 @@ def cell(*, noise, n_tokens, d, beta, taus, L, n_traj, tol, seed):
 
 
 def run(knobs, sweeps):
-    """Both noises at two tokens and at ``many_tokens`` (part ``many``; its variables with the
-    prefix ``many_``), with the two-token limits of both noises."""
-    series = ("mean_overlap", "mean_overlap_se", "antipodal", "antipodal_se", "clusters",
-              "clusters_se")
-    common = dict(d=knobs["d"], beta=knobs["beta"], taus=tuple(knobs["taus"]), L=knobs["L"],
-                  tol=knobs["tol"])
-    parts = {}
-    for part, n_tokens, n_traj, seed in ((None, 2, "n_pairs", 0),
-                                         ("many", knobs["many_tokens"], "n_many", 1)):
-        parts[part] = sweeps({"noise": list(NOISES)},
-                             fixed=dict(common, n_tokens=n_tokens, n_traj=knobs[n_traj]),
-                             seed=knobs["seed"] + seed, part=part,
-                             output_dims={k: ("tau",) for k in series},
-                             output_coords={"tau": np.asarray(knobs["taus"], float)})
-    pairs, many = parts[None], parts["many"]
-    ds = pairs.copy()
-    for name in many.data_vars:
-        ds[f"many_{name}"] = many[name]
-    for noise, model in (("common", "random_attention"),
-                         ("independent", "random_attention_independent")):
+    """Both noises at two tokens and at ``many_tokens`` (part ``many``, its variables prefixed
+    ``many_``), with the two-token limits of both noises."""
+    series = [f"{k}{se}" for k in ("mean_overlap", "antipodal", "clusters") for se in ("", "_se")]
+    common = {k: knobs[k] for k in ("d", "beta", "L", "tol")}
+    parts = {part: sweeps({"noise": list(NOISES)},
+                          fixed=dict(common, taus=tuple(knobs["taus"]), n_tokens=n_tokens,
+                                     n_traj=knobs[n_traj]),
+                          seed=knobs["seed"] + seed, part=part,
+                          output_dims={k: ("tau",) for k in series},
+                          output_coords={"tau": np.asarray(knobs["taus"], float)})
+             for part, n_tokens, n_traj, seed in ((None, 2, "n_pairs", 0),
+                                                  ("many", knobs["many_tokens"], "n_many", 1))}
+    ds = parts[None].copy()
+    for name in parts["many"].data_vars:
+        ds[f"many_{name}"] = parts["many"][name]
+    for noise, model in zip(NOISES, ("random_attention", "random_attention_independent")):
         mean, _, _, err = overlap_moments(ds.tau.values, knobs["beta"], knobs["d"], model=model)
         anti, err_a = antipodal_by(ds.tau.values, knobs["beta"], knobs["d"], model=model,
                                    tol=knobs["tol"])
         ds[f"limit_mean_{noise}"] = (("tau",), mean)
         ds[f"limit_antipodal_{noise}"] = (("tau",), anti)
         ds.attrs[f"limit_error_{noise}"] = float(max(np.max(err), np.max(err_a)))
-    ds.attrs.update(many_tokens=knobs["many_tokens"], n_many=knobs["n_many"],
-                    n_pairs=knobs["n_pairs"],
+    ds.attrs.update({k: knobs[k] for k in ("many_tokens", "n_many", "n_pairs")},
                     cell_time_s=sum(float(p.attrs.get("cell_time_s", 0.0)) for p in parts.values()))
     return ds
 
 
 def work(knobs) -> float:
-    """Trajectory-layers scheduled, a layer of the independent model counted N times (it
-    draws every token's own weights): layers * (n_pairs (1 + 2) + n_many (1 + N))."""
+    """Trajectory-layers, an independent layer counted N times (every token draws its own)."""
     layers = knobs["L"] * max(knobs["taus"])
     return float(layers * (3 * knobs["n_pairs"] + knobs["n_many"] * (1 + knobs["many_tokens"])))
 
 
 def measured_work(ds):
     """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    knobs = {"L": int(ds.attrs["fixed_L"]), "taus": list(ds.tau.values),
-             "n_pairs": int(ds.attrs["n_pairs"]), "n_many": int(ds.attrs["n_many"]),
-             "many_tokens": int(ds.attrs["many_tokens"])}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
-
-
-def _pair_agreement(ds, noise):
-    """The largest |z| of the two-token mean overlap and antipodal probability of ``noise``
-    against its limit.  The antipodal probability's s.e. is at least the binomial one of the
-    limit's value, and the limit's own error (for independent noise, the leak of the grid's
-    ends) is added in quadrature."""
-    sub, limit = ds.sel(noise=noise), ds[f"limit_antipodal_{noise}"].values
-    error = float(ds.attrs[f"limit_error_{noise}"])
-    zm = (sub.mean_overlap - ds[f"limit_mean_{noise}"]) / sub.mean_overlap_se
-    se_a = np.maximum(sub.antipodal_se.values,
-                      np.sqrt(np.maximum(limit, 1e-12) * (1 - limit) / float(sub.n_traj)))
-    za = (sub.antipodal.values - limit) / np.hypot(se_a, error)
-    out = dict(max_abs_z_mean=float(np.max(np.abs(zm.values))),
-               max_abs_z_antipodal=float(np.max(np.abs(za))), limit_error=error)
-    out["agree"] = bool(max(out["max_abs_z_mean"], out["max_abs_z_antipodal"]) <= AGREE_Z)
-    return out
+    knobs = {k: int(ds.attrs[k]) for k in ("n_pairs", "n_many", "many_tokens")}
+    return float(ds.attrs["cell_time_s"]), work(dict(knobs, L=int(ds.attrs["fixed_L"]),
+                                                     taus=list(ds.tau.values)))
 
 
 def summary(ds) -> dict:
-    """``pairs``: for each noise :func:`_pair_agreement` (``agree``: both |z| within
-    :data:`AGREE_Z`); ``contrast``: for each noise at the longest clock, the two-token mean
-    overlap and antipodal share, and at N tokens the mean overlap, clusters and antipodal share."""
-    out = {"pairs": {noise: _pair_agreement(ds, noise) for noise in NOISES}, "contrast": {}}
+    """Per noise, ``pairs``: the largest |z| of the two-token mean overlap and antipodal share
+    against the limit and whether both are within AGREE_Z; ``contrast``: at the longest clock,
+    two tokens (mean overlap, antipodal share) and N (mean overlap, clusters, antipodal)."""
+    out = {"pairs": {}, "contrast": {}}
     for noise in NOISES:
-        last = ds.sel(noise=noise).isel(tau=-1)
+        sub, limit = ds.sel(noise=noise), ds[f"limit_antipodal_{noise}"].values
+        zm = (sub.mean_overlap - ds[f"limit_mean_{noise}"]) / sub.mean_overlap_se
+        # the antipodal s.e. is at least the binomial one of the limit's value, and the limit's
+        # own error (for independent noise, the leak of the grid's ends) adds in quadrature
+        se_a = np.maximum(sub.antipodal_se.values,
+                          np.sqrt(np.maximum(limit, 1e-12) * (1 - limit) / float(sub.n_traj)))
+        za = (sub.antipodal.values - limit) / np.hypot(se_a, ds.attrs[f"limit_error_{noise}"])
+        pair = out["pairs"][noise] = dict(max_abs_z_mean=float(np.max(np.abs(zm.values))),
+                                          max_abs_z_antipodal=float(np.max(np.abs(za))))
+        pair["agree"] = bool(max(pair.values()) <= AGREE_Z)
+        last = sub.isel(tau=-1)
         out["contrast"][noise] = dict(
             pair_mean=float(last.mean_overlap), pair_antipodal=float(last.antipodal),
             pair_limit_mean=float(ds[f"limit_mean_{noise}"].values[-1]),
-            many_mean=float(last.many_mean_overlap), many_mean_se=float(last.many_mean_overlap_se),
-            many_clusters=float(last.many_clusters), many_clusters_se=float(last.many_clusters_se),
+            many_mean=float(last.many_mean_overlap), many_clusters=float(last.many_clusters),
+            many_clusters_se=float(last.many_clusters_se),
             many_antipodal=float(last.many_antipodal))
     out.update(tau_max=float(ds.tau.max()), d=int(ds.attrs["fixed_d"]),
                beta=float(ds.attrs["fixed_beta"]), many_tokens=int(ds.attrs["many_tokens"]),
                n_pairs=int(ds.attrs["n_pairs"]), n_many=int(ds.attrs["n_many"]),
-               tol=float(ds.attrs["fixed_tol"]), agree_z=AGREE_Z,
-               all_agree=all(v["agree"] for v in out["pairs"].values()))
+               tol=float(ds.attrs["fixed_tol"]), agree_z=AGREE_Z)
     return out
 
 
 def phrases(stats) -> dict:
-    """The page's Markdown: ``verdict``, whether both two-token chains follow their limits
-    and whether common noise leaves N tokens in fewer clusters than independent noise (by
-    more than :data:`AGREE_Z` standard errors)."""
+    """The ``verdict``: do both two-token chains follow their limits, and does common noise
+    leave N tokens in fewer clusters than independent noise (by AGREE_Z s.e.)?"""
     c, i = (stats["contrast"][noise] for noise in NOISES)
-    ok = stats["all_agree"]
     gathers = i["many_clusters"] - c["many_clusters"] > AGREE_Z * math.hypot(
         c["many_clusters_se"], i["many_clusters_se"])
-    word = "Reproduced" if ok and gathers else "Partly reproduced" if ok or gathers else \
-        "Not reproduced"
-    return {"verdict": f"**{word}**: " + (
-        "both two-token chains follow their limits at every clock" if ok else
-        "not every two-token chain follows its limit") + (
-        f"; with {stats['many_tokens']} tokens, common noise leaves {c['many_clusters']:.2f} "
-        f"clusters on average at $\\tau$ = {stats['tau_max']:g} and independent noise "
-        f"{i['many_clusters']:.2f}") + ("." if gathers else ", not fewer by a margin the runs "
-                                              "resolve.")}
+    clusters = (f"with {stats['many_tokens']} tokens, common noise leaves "
+                f"{c['many_clusters']:.2f} clusters on average at $\\tau$ = "
+                f"{stats['tau_max']:g} and independent noise {i['many_clusters']:.2f}")
+    return {"verdict": verdict(
+        [(all(v["agree"] for v in stats["pairs"].values()),
+          "both two-token chains follow their limits at every clock",
+          "not every two-token chain follows its limit"),
+         (gathers, clusters, clusters + ", not fewer by a margin the runs resolve")],
+        ("**Reproduced**", "**Partly reproduced**", "**Not reproduced**"))}
 
 
 def plot(ds):
@@ -172,22 +147,20 @@ def plot(ds):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    s = summary(ds)
     fig, (ax, axb) = plt.subplots(1, 2, figsize=(8.0, 4.4))
-    tau, n = ds.tau.values, s["many_tokens"]
+    tau, n = ds.tau.values, int(ds.attrs["many_tokens"])
     for noise, c in zip(NOISES, ("#4c78a8", "#f58518")):
         sub = ds.sel(noise=noise)
-        bars = dict(color=c, ms=4, capsize=2)
-        ax.errorbar(tau, sub.mean_overlap, yerr=2 * sub.mean_overlap_se, fmt="o", **bars,
-                    label=f"{noise}: mean overlap")
+        for a, y, se, fmt, what, scale in (
+                (ax, sub.mean_overlap, sub.mean_overlap_se, "o", "mean overlap", 1),
+                (ax, sub.antipodal, sub.antipodal_se, "s", "P(antipodal)", 1),
+                (axb, sub.many_mean_overlap, sub.many_mean_overlap_se, "o-", "mean overlap", 1),
+                (axb, sub.many_clusters, sub.many_clusters_se, "s--", "clusters / N", n)):
+            a.errorbar(tau, y / scale, yerr=2 * se / scale, fmt=fmt, color=c, ms=4, capsize=2,
+                       mfc="white" if "s" in fmt else None, lw=1 if a is axb else None,
+                       label=f"{noise}: {what}")
         ax.plot(tau, ds[f"limit_mean_{noise}"], color=c, lw=1)
-        ax.errorbar(tau, sub.antipodal, yerr=2 * sub.antipodal_se, fmt="s", mfc="white", **bars,
-                    label=f"{noise}: P(antipodal)")
         ax.plot(tau, ds[f"limit_antipodal_{noise}"], color=c, lw=1, ls="--")
-        axb.errorbar(tau, sub.many_mean_overlap, yerr=2 * sub.many_mean_overlap_se, fmt="o-",
-                     lw=1, **bars, label=f"{noise}: mean overlap")
-        axb.errorbar(tau, sub.many_clusters / n, yerr=2 * sub.many_clusters_se / n, fmt="s--",
-                     mfc="white", lw=1, **bars, label=f"{noise}: clusters / N")
     ax.set(ylabel="mean overlap;  P(antipodal)", title="(a) two tokens; lines: limits")
     axb.set(ylabel="mean pair overlap;  clusters / N", title=f"(b) {n} tokens")
     for a in (ax, axb):

@@ -1,16 +1,12 @@
 r"""N, d and beta together: when the follow-up's scalings slow the collapse, and when they do not.
 
-The follow-up's table of data regimes ties the temperature to d and N: on the hemisphere
-scaling :math:`\beta = O(d^{-1/2})` the mean overlap follows the logistic law on the clock
-:math:`t = d\tau` whatever N (its Theorem 3); on the simplex scaling
-:math:`\beta^2 N/d = O(1)` attention concentrates and the scalar dynamics slows (its Theorem
-2).  N tokens start from the simplex Gram matrix in dimension d, one head, on
-:math:`\beta = b/\sqrt d` (``hemisphere``) and :math:`\beta = \sqrt{\kappa d/N}` (``simplex``);
-the clock :math:`t_{1/2}` at which the mean off-diagonal overlap :math:`\gamma` reaches 1/2 is
-set against the scalar dynamics (:func:`stochastic_transformers.random_attention.homogenized.simplex_path`,
-ours) and the logistic law (:func:`~stochastic_transformers.random_attention.homogenized.logistic_half_time`).
-A collapse *mitigated* by a scaling shows as a :math:`t_{1/2}` that grows with N faster than
-the logistic law's.
+On the hemisphere scaling :math:`\beta = b/\sqrt d` the mean overlap follows the logistic law
+on the clock :math:`t = d\tau` whatever N (the follow-up's Theorem 3); on the simplex scaling
+:math:`\beta = \sqrt{\kappa d/N}` attention concentrates and the scalar dynamics slows (its
+Theorem 2).  N tokens start from the simplex Gram matrix; the clock :math:`t_{1/2}` at which
+the mean off-diagonal overlap reaches 1/2 is set against the scalar dynamics (``simplex_path``,
+ours) and the logistic law.  A collapse is *mitigated* when :math:`t_{1/2}` grows with N
+faster than the logistic law's.
 """
 
 from __future__ import annotations
@@ -27,8 +23,8 @@ from ...stats import log_log_slope
 from ..base import cell_threads, laid_out
 from ..knobs import all_of, integer, integers, real
 from ..spec import Figure
+from ..words import markdown_table
 from .clock import on_schedule, schedule
-from .homog_limits import markdown_table
 
 SCALINGS = ("hemisphere", "simplex")
 _BASE = dict(b=1.0, kappa=1.0, gamma0=0.1, t_max=16.0, n_times=33, seed=0)
@@ -40,13 +36,11 @@ SCALES = {
     "paper": dict(_BASE, dims=(128, 256), Ns=(4, 8, 16, 32, 64), n_layers=640, n_traj=400,
                   theory_samples=3000),
 }
-#: A scaling *mitigates* the collapse when t_1/2 grows with N faster than the logistic law's
-#: (which rises with N through the diagonal's share 1/N of the mean overlap): the slope of
-#: log(t_1/2 / logistic t_1/2) in log N above 0 by GROWTH_Z s.e.  A flat ratio, at whatever
-#: level (a finite-temperature offset), is not a slowing.
+#: A scaling *mitigates* the collapse when the slope of log(t_1/2 / logistic t_1/2) in log N
+#: is above 0 by GROWTH_Z s.e.: a flat ratio, at whatever level (an offset of finite
+#: temperature), is not a slowing.
 GROWTH_Z = 3.0
-#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run (1,905 s
-#: of cell time over both dimensions).
+#: Seconds per token-dimension-trajectory-layer, measured on the committed paper run.
 SECONDS_PER_WORK = 7.82e-8
 
 
@@ -56,8 +50,7 @@ def beta_for(scaling, n_tokens, d, b, kappa):
 
 
 def _below_dims(name, value, knobs):
-    """The check of ``Ns``: every N below every d of ``dims`` (the simplex needs N + 1
-    directions)."""
+    """The check of ``Ns``: every N below every d (the simplex needs N + 1 directions)."""
     bad = [n for n in value if n >= min(knobs["dims"])]
     if bad:
         raise ValueError(f"{name} must be below every d of dims (the simplex needs N + 1 "
@@ -81,9 +74,8 @@ def cell(*, scaling, n_tokens, d, b, kappa, gamma0, t_max, n_layers, n_times, n_
 
 
 def run(knobs, sweeps):
-    """The (scaling, N, d) sweep with the scalar dynamics of every cell (``gamma_theory``),
-    the half-way clock measured (``t_half``, ``t_half_se``), of the scalar dynamics
-    (``t_half_theory``) and of the logistic law (``t_half_logistic``, by N)."""
+    """The (scaling, N, d) sweep with the scalar dynamics of every cell (``gamma_theory``) and
+    the half-way clocks: measured, of the scalar dynamics and of the logistic law."""
     t = np.linspace(0.0, knobs["t_max"], knobs["n_times"])
     fixed = {k: knobs[k] for k in ("b", "kappa", "gamma0", "t_max", "n_layers", "n_times",
                                    "n_traj")}
@@ -98,9 +90,8 @@ def run(knobs, sweeps):
              for sc, n, d in itertools.product(*(ds[k].values for k in dims))]
     path, half, half_se, half_theory = (np.array(v, dtype=float) for v in zip(*cells))
     ds["gamma_theory"] = (dims + ("t",), path.reshape(shape + (t.size,)))
-    ds["t_half"] = (dims, half.reshape(shape))
-    ds["t_half_se"] = (dims, half_se.reshape(shape))
-    ds["t_half_theory"] = (dims, half_theory.reshape(shape))
+    for name, v in (("t_half", half), ("t_half_se", half_se), ("t_half_theory", half_theory)):
+        ds[name] = (dims, v.reshape(shape))
     ds["t_half_logistic"] = (("n_tokens",), np.array([logistic_half_time(int(n), g0)
                                                      for n in ds.n_tokens.values]))
     ds.attrs.update(theory_samples=samples, t_half_logistic=math.log((1.0 - g0) / g0))
@@ -139,118 +130,119 @@ def work(knobs) -> float:
 
 def measured_work(ds):
     """(seconds of simulation, work) of a computed dataset."""
-    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
-             "Ns": [int(n) for n in ds.n_tokens.values], "dims": [int(d) for d in ds.d.values]}
-    return float(ds.attrs["cell_time_s"]), work(knobs)
+    return float(ds.attrs["cell_time_s"]), work({
+        "n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
+        "Ns": [int(n) for n in ds.n_tokens.values], "dims": [int(d) for d in ds.d.values]})
 
 
 def _scaling_summary(sub, ns, logistic):
-    """The numbers of one scaling at one d (``logistic``: the logistic t_1/2 for each N);
-    ``relative_growth``: the weighted slope of log(t_1/2 / logistic t_1/2) in log N over the
-    finite points, its s.e. inflated by the misfit (:func:`.stats.log_log_slope`)."""
+    """One scaling at one d: t_1/2 and its ratio to the logistic law's, the slope of its log in
+    log N over the finite points (s.e. inflated by the misfit), the verdict and the gaps."""
     half, se = sub.t_half.values, sub.t_half_se.values
     keep = np.isfinite(half) & np.isfinite(se) & (se > 0)
     rs, rse = float("nan"), float("nan")
     if keep.sum() >= 2:
         rs, rse, _ = log_log_slope(ns[keep], (half / logistic)[keep], (se / logistic)[keep],
                                    inflate=True)
-    z_theory = (half - sub.t_half_theory.values) / se
-    return dict(
-        t_half=[float(v) for v in half], t_half_se=[float(v) for v in se],
-        t_half_theory=[float(v) for v in sub.t_half_theory.values],
-        over_logistic=[float(v) for v in half / logistic],
-        relative_growth=rs, relative_growth_se=rse,
-        mitigated=bool(np.isfinite(rs) and rs > GROWTH_Z * rse),
-        max_rel_gap=float(np.nanmax(np.abs(half / sub.t_half_theory.values - 1))),
-        max_abs_z_theory=float(np.nanmax(np.abs(z_theory))))
+    theory = sub.t_half_theory.values
+    return dict(t_half=[float(v) for v in half], t_half_se=[float(v) for v in se],
+                t_half_theory=[float(v) for v in theory],
+                over_logistic=[float(v) for v in half / logistic],
+                relative_growth=rs, relative_growth_se=rse,
+                mitigated=bool(np.isfinite(rs) and rs > GROWTH_Z * rse),
+                max_rel_gap=float(np.nanmax(np.abs(half / theory - 1))),
+                max_abs_z_theory=float(np.nanmax(np.abs((half - theory) / se))))
 
 
 def summary(ds) -> dict:
-    """Per scaling, at the largest d (``scalings``) and at every d (``by_d``): t_1/2 for every
-    N (measured, s.e., scalar dynamics), its ratio to the logistic law's, the growth of that
-    ratio in N and whether the collapse is mitigated (:data:`GROWTH_Z`), the gaps to the
-    scalar dynamics.  ``mitigated_at_every_d``: per scaling, the verdict holds at every d."""
-    ns = ds.n_tokens.values.astype(float)
-    logistic = ds.t_half_logistic.values
+    """Per scaling, :func:`_scaling_summary` at every d (``by_d``) and at the largest
+    (``scalings``), and whether the collapse is mitigated at every d."""
+    ns, logistic = ds.n_tokens.values.astype(float), ds.t_half_logistic.values
     dims = [int(d) for d in ds.d.values]
     out = {"scalings": {}, "by_d": {}, "d": dims[-1], "dims": dims,
            "Ns": [int(n) for n in ns], "n_traj": int(ds.n_traj.max()),
            "t_half_logistic": [float(v) for v in logistic], "growth_z": GROWTH_Z,
            "b": float(ds.attrs["fixed_b"]), "kappa": float(ds.attrs["fixed_kappa"]),
            "gamma0": float(ds.attrs["fixed_gamma0"]), "mitigated_at_every_d": {}}
-    for sc in ds.scaling.values:
+    for sc in map(str, ds.scaling.values):
         per_d = {d: _scaling_summary(ds.sel(scaling=sc, d=d), ns, logistic) for d in dims}
-        out["by_d"][str(sc)] = per_d
-        out["scalings"][str(sc)] = per_d[dims[-1]]
-        out["mitigated_at_every_d"][str(sc)] = all(v["mitigated"] for v in per_d.values())
+        out["by_d"][sc], out["scalings"][sc] = per_d, per_d[dims[-1]]
+        out["mitigated_at_every_d"][sc] = all(v["mitigated"] for v in per_d.values())
     return out
 
 
 def words(stats) -> dict:
-    """The page's and the chapter's plain words and numbers: the dimensions and the range of
-    N; per scaling at the largest d, t_1/2 at the first and last N, its ratio to the logistic
-    law's (first, last, smallest, largest) and the verdict."""
-    out = {"dims_text": " and ".join(str(d) for d in stats["dims"]),
+    """The numbers the page and the chapter quote: the dimensions, the range of N and, per
+    scaling at the largest d, t_1/2 at the first and last N and its ratio to the logistic
+    law's (first, last, smallest, largest)."""
+    out = {"dims_text": " and ".join(map(str, stats["dims"])),
            "N_min": stats["Ns"][0], "N_max": stats["Ns"][-1]}
     for name, sc in stats["scalings"].items():
         ratio = sc["over_logistic"]
         out.update({f"{name}_first": sc["t_half"][0], f"{name}_last": sc["t_half"][-1],
                     f"{name}_ratio_first": ratio[0], f"{name}_ratio_last": ratio[-1],
-                    f"{name}_ratio_min": min(ratio), f"{name}_ratio_max": max(ratio),
-                    f"{name}_verdict": ("slows the collapse as N grows" if sc["mitigated"] else
-                                        "does not slow the collapse beyond the logistic "
-                                        "law's")})
+                    f"{name}_ratio_min": min(ratio), f"{name}_ratio_max": max(ratio)})
     return out
 
 
 def phrases(stats) -> dict:
-    """The page's Markdown: ``verdict``, whether the simplex scaling slows the collapse with N
-    and the hemisphere scaling does not, at every d of the run."""
-    every = stats["mitigated_at_every_d"]
+    """The page's Markdown: the ``verdict`` (does the simplex scaling slow the collapse with N
+    at every d, and the hemisphere scaling at none?) and the ``table`` of t_1/2 (measured ± s.e.,
+    scalar dynamics) for every N, scaling and d beside the logistic law's."""
+    simplex = stats["mitigated_at_every_d"]["simplex"]
     hemi = not any(v["mitigated"] for v in stats["by_d"]["hemisphere"].values())
-    word = ("Reproduced" if every["simplex"] and hemi else
-            "Partly reproduced" if every["simplex"] or hemi else "Not reproduced")
-    w = words(stats)
-    return {"verdict": f"**{word}**: at $d$ = {w['dims_text']}, with $\\sigma_{{qk}} = 1$ (so "
-                       "that the simplex scaling's scores spread widely), the simplex scaling "
-                       f"{'slows' if every['simplex'] else 'does not always slow'} the collapse "
-                       f"as $N$ grows, and the hemisphere scaling "
-                       f"{'does not' if hemi else 'does too at some $d$'}."}
-
-
-def table(stats):
-    """t_1/2 measured (s.e.) and of the scalar dynamics for every N, scaling and d, beside the
-    logistic law's (a Markdown table; a dash where the run never reached one half)."""
-    def entry(sc, k):
-        t, se, th = sc["t_half"][k], sc["t_half_se"][k], sc["t_half_theory"][k]
-        return "—" if not math.isfinite(t) else f"{t:.2f} ± {se:.2f} ({th:.2f})"
-
+    word = ("Reproduced" if simplex and hemi else
+            "Partly reproduced" if simplex or hemi else "Not reproduced")
     cols = [(name, d, sc) for name, per_d in stats["by_d"].items() for d, sc in per_d.items()]
-    rows = [[str(n), f"{stats['t_half_logistic'][k]:.2f}"]
-            + [entry(sc, k) for _, _, sc in cols] for k, n in enumerate(stats["Ns"])]
-    return markdown_table(["$N$", "logistic"] + [f"{name}, $d$ = {d}" for name, d, _ in cols],
-                          rows, "$t_{1/2}$ measured ± s.e. (scalar dynamics):")
+    rows = [[n, f"{stats['t_half_logistic'][k]:.2f}"] + [
+        f"{sc['t_half'][k]:.2f} ± {sc['t_half_se'][k]:.2f} ({sc['t_half_theory'][k]:.2f})"
+        if math.isfinite(sc["t_half"][k]) else None for _, _, sc in cols]
+            for k, n in enumerate(stats["Ns"])]
+    return {"verdict": f"**{word}**: at $d$ = {' and '.join(map(str, stats['dims']))}, with "
+                       "$\\sigma_{qk} = 1$ (so that the simplex scaling's scores spread widely), "
+                       f"the simplex scaling {'slows' if simplex else 'does not always slow'} the "
+                       "collapse as $N$ grows, and the hemisphere scaling "
+                       f"{'does not' if hemi else 'does too at some $d$'}.",
+            "table": markdown_table(["$N$", "logistic"] + [f"{name}, $d$ = {d}"
+                                                           for name, d, _ in cols], rows,
+                                    caption="$t_{1/2}$ measured ± s.e. (scalar dynamics):")}
 
 
-def _draw_half_times(ax, ds, s):
-    """t_1/2 against N: measured (filled at the largest d, open below) and of the scalar
+def plot(ds):
+    """(a, b) gamma(t) for every N on both scalings at the largest d, with the scalar dynamics;
+    (c) t_1/2 against N: measured (filled at the largest d, open below) and of the scalar
     dynamics (dashed at the largest d, dotted below), with the logistic law's."""
+    import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
-    ns = ds.n_tokens.values
-    for sc, mk, colour in zip(ds.scaling.values, ("o", "s"), ("#4c78a8", "#f58518")):
-        for k, d in enumerate(ds.d.values):
-            sub, last = ds.sel(scaling=sc, d=d), k == ds.sizes["d"] - 1
+    from ...style import palette
+
+    fig, axes = plt.subplot_mosaic([["hemisphere", "simplex"], ["half", "half"]],
+                                   figsize=(7.6, 7.6))
+    big, ns, ax = ds.isel(d=-1), ds.n_tokens.values, axes["half"]
+    dims = [int(d) for d in ds.d.values]
+    for panel, sc, mk, colour in zip("ab", ds.scaling.values, "os", ("#4c78a8", "#f58518")):
+        for c, n in zip(palette(ds.sizes["n_tokens"]), ns):
+            sub = big.sel(scaling=sc, n_tokens=n)
+            axes[sc].errorbar(ds.t, sub.gamma_mean, yerr=2 * sub.gamma_se, fmt="o", ms=2.5,
+                              color=c, lw=0.7, capsize=1, label=f"N = {int(n)}")
+            axes[sc].plot(ds.t, sub.gamma_theory, color=c, lw=1)
+        axes[sc].axhline(0.5, color="0.6", lw=0.7, ls=":")
+        name = r"$\beta = b/\sqrt{d}$" if sc == "hemisphere" else r"$\beta = \sqrt{\kappa d/N}$"
+        axes[sc].set(xlabel=r"$t = d\tau$", ylabel=r"$\gamma(t)$", ylim=(0, 1),
+                     title=f"({panel}) {sc}: {name}, d = {int(big.d)}")
+        axes[sc].legend(loc="lower right")
+        for d in dims:
+            sub, last = ds.sel(scaling=sc, d=d), d == dims[-1]
             ax.errorbar(ns, sub.t_half, yerr=2 * sub.t_half_se, fmt=mk, capsize=2, ms=5,
                         color=colour, mfc=colour if last else "white")
             ax.plot(ns, sub.t_half_theory, ls="--" if last else ":", lw=1, color=colour)
         ax.plot([], [], marker=mk, ls="", color=colour, label=str(sc))
-    ax.plot(ns, s["t_half_logistic"], color="0.4", lw=0.8, ls="-.", label="logistic law")
-    dims = [int(d) for d in ds.d.values]
-    for dims_shown, ls, face in ((dims[-1:], "--", "0.3"), (dims[:-1], ":", "white")):
-        if dims_shown:
+    ax.plot(ns, ds.t_half_logistic, color="0.4", lw=0.8, ls="-.", label="logistic law")
+    for shown, ls, face in ((dims[-1:], "--", "0.3"), (dims[:-1], ":", "white")):
+        if shown:
             ax.plot([], [], marker="o", ls=ls, color="0.3", mfc=face,
-                    label=", ".join(f"d = {d}" for d in dims_shown))
+                    label=", ".join(f"d = {d}" for d in shown))
     ax.legend(loc="upper left", ncol=2, title="points: runs; lines: scalar dynamics")
     ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=r"$t_{1/2}$",
            title="(c) the collapse half-way (bars 2 s.e.)")
@@ -258,32 +250,6 @@ def _draw_half_times(ax, ds, s):
     ax.set_yticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_minor_formatter(NullFormatter())
-
-
-def plot(ds):
-    """(a, b) gamma(t) for every N on both scalings with the scalar dynamics; (c) t_1/2
-    against N."""
-    import matplotlib.pyplot as plt
-
-    from ...style import palette
-
-    s = summary(ds)
-    fig, axes = plt.subplot_mosaic([["hemisphere", "simplex"], ["half", "half"]],
-                                   figsize=(7.6, 7.6))
-    big = ds.isel(d=-1)
-    for panel, sc in zip("ab", ds.scaling.values):
-        ax = axes[str(sc)]
-        for colour, n in zip(palette(ds.sizes["n_tokens"]), ds.n_tokens.values):
-            sub = big.sel(scaling=sc, n_tokens=n)
-            ax.errorbar(ds.t, sub.gamma_mean, yerr=2 * sub.gamma_se, fmt="o", ms=2.5,
-                        color=colour, lw=0.7, capsize=1, label=f"N = {int(n)}")
-            ax.plot(ds.t, sub.gamma_theory, color=colour, lw=1)
-        ax.axhline(0.5, color="0.6", lw=0.7, ls=":")
-        name = (r"$\beta = b/\sqrt{d}$" if sc == "hemisphere" else r"$\beta = \sqrt{\kappa d/N}$")
-        ax.set(xlabel=r"$t = d\tau$", ylabel=r"$\gamma(t)$", ylim=(0, 1),
-               title=f"({panel}) {sc}: {name}, d = {int(big.d)}")
-        ax.legend(loc="lower right")
-    _draw_half_times(axes["half"], ds, s)
     return laid_out(fig)
 
 

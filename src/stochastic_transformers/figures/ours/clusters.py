@@ -6,7 +6,9 @@ Exact two-point configurations (:math:`m_1` tokens at :math:`y_1`, :math:`m_2` a
 chain (``simulate(..., split=(m1, m2))``, exact for them).  Measured against the limit: the
 fraction still antipodal over time (the Kolmogorov solution of the reduced diffusion) and the
 median depth :math:`1 + Z_T` of the unbalanced splits still antipodal (the speed-measure median
-of :func:`two_clusters.hovering_depth`).  :mod:`.clusters_refinement` reruns a cell that misses.
+of :func:`two_clusters.hovering_depth`).  The limit neglects the discretisation, whose step
+:math:`|A|\sigma\sqrt{d/L}` grows like :math:`e^\beta` with unnormalised attention: where an
+attention misses, :func:`explain_worst` reruns its farthest cell at finer steps.
 """
 
 from __future__ import annotations
@@ -18,37 +20,35 @@ import time
 import numpy as np
 
 from ... import simulate, theory, two_clusters
-from ..._validation import ATTENTIONS, check_int
+from ..._validation import ATTENTIONS
 from ...config import ModelConfig, RunConfig
 from ...stats import add_fraction_where, binomial_z
 from ...sweep import summed_attrs
 from ..base import cell_threads, laid_out, log_time_grid
 from ..knobs import integer, real, reals, sequence_of
 from ..spec import Figure
+from ..words import listed, markdown_table
 
 SPLITS = ("1,1", "2,2", "1,2", "1,3", "2,3")
 _COMMON = dict(t_min=0.01, n_times=30, one_plus_z0=1e-4, d=4, tol=1e-3, seed=0)
+_FULL = dict(_COMMON, splits=SPLITS, betas_softmax=(1.0, 2.0, 3.0, 4.0, 5.0),
+             betas_unnormalized=(0.5, 1.0, 2.0), L=100, T=50.0)
 SCALES = {
     "smoke": dict(_COMMON, splits=("1,1", "1,2", "1,3"), betas_softmax=(2.0, 4.0),
                   betas_unnormalized=(1.0,), n_traj=200, L=20, T=5.0, t_min=0.05, n_times=8),
-    "quick": dict(_COMMON, splits=SPLITS, betas_softmax=(1.0, 2.0, 3.0, 4.0, 5.0),
-                  betas_unnormalized=(0.5, 1.0, 2.0), n_traj=2000, L=100, T=50.0),
-    "paper": dict(_COMMON, splits=SPLITS, betas_softmax=(1.0, 2.0, 3.0, 4.0, 5.0),
-                  betas_unnormalized=(0.5, 1.0, 2.0), n_traj=20_000, L=100, T=50.0),
-}
+    "quick": dict(_FULL, n_traj=2000), "paper": dict(_FULL, n_traj=20_000)}
 
-#: Persistence agrees with the Kolmogorov prediction when every |z| is at most this
-#: (z = observed minus predicted count over its binomial SE, at recorded times where the
-#: prediction is strictly between 1e-3 and 1 - 1e-3).  Successive times of one cell are
-#: strongly correlated; over about 40 cells a correct prediction exceeds 4 rarely (of
-#: order 1%).  The limit neglects the O(1/sqrt L) discretisation of the chain.
+#: Persistence agrees with the Kolmogorov prediction when every |z| is at most this (z:
+#: observed minus predicted count over its binomial SE, where the prediction is strictly
+#: between 1e-3 and 1 - 1e-3).  Successive times of a cell are strongly correlated; over
+#: about 40 cells a correct prediction exceeds 4 rarely (of order 1%).
 PERSIST_Z_MAX = 4.0
-#: Hovering depths agree with the speed-measure median when every ratio is within this
-#: factor of 1 (the median of a few hundred hovering trajectories has a relative SE of
-#: a few percent; the quasi-stationary law is the speed measure only approximately).
+#: Hovering depths agree with the speed-measure median when every ratio is within this factor
+#: of 1 (the median of a few hundred trajectories has a relative SE of a few percent; the
+#: quasi-stationary law is the speed measure only approximately).
 DEPTH_RATIO_TOL = 0.25
-#: The slope of log depth against log (alpha1 - alpha2)^2 is fitted over the cells whose scale
-#: is at most this: proportionality is a small-scale statement (the tolerance caps the depth).
+#: The log-log slope of the depth is fitted over the cells whose (alpha1 - alpha2)^2 is at
+#: most this: proportionality is a small-scale statement (the tolerance caps the depth).
 DEPTH_SLOPE_SCALE_MAX = 1e-4
 #: Depths are compared only where at least this many trajectories are still antipodal at T.
 DEPTH_MIN_COUNT = 50
@@ -65,8 +65,7 @@ def parse_split(text):
 
 
 def _balanced(split) -> bool:
-    m1, m2 = parse_split(split)
-    return m1 == m2
+    return len(set(parse_split(split))) == 1
 
 
 def _split(name, text, knobs):
@@ -74,10 +73,9 @@ def _split(name, text, knobs):
     try:
         m1, m2 = parse_split(text)
     except ValueError:
-        raise ValueError(f"{name} must hold 'm1,m2' strings of two positive integers; got "
-                         f"{text!r}") from None
-    check_int(f"{name} (m1)", m1, 1)
-    check_int(f"{name} (m2)", m2, 1)
+        m1 = m2 = 0
+    if min(m1, m2) < 1:
+        raise ValueError(f"{name} must hold 'm1,m2' strings of two positive integers; got {text!r}")
     return text
 
 
@@ -122,8 +120,7 @@ def run(knobs, sweeps):
                     output_coords={"time": times}).reindex(beta_index=range(n_beta))
              for att in ATTENTIONS]
     ds = xr.concat(parts, dim="attention", combine_attrs="override")
-    # the first part's attributes, but every count and time summed over the parts, and the
-    # sweep named by all of them
+    # the first part's attributes, with every count and time summed over the parts
     ds.attrs.update(summed_attrs(parts),
                     sweep_name=", ".join(str(p.attrs.get("sweep_name", "")) for p in parts),
                     grid_attention=json.dumps(list(ATTENTIONS)))
@@ -140,8 +137,8 @@ def finish(ds):
     d, tol = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_tol"])
     v0 = float(ds.attrs["fixed_one_plus_z0"])
     dims = ds.p_antipodal.dims   # (attention, split, beta_index, time)
-    pred, err = np.full(ds.p_antipodal.shape, np.nan), np.full(ds.p_antipodal.shape, np.nan)
-    scale, depth = np.full(ds.beta.shape, np.nan), np.full(ds.beta.shape, np.nan)
+    pred, err = np.full((2, *ds.p_antipodal.shape), np.nan)
+    scale, depth = np.full((2, *ds.beta.shape), np.nan)
     for cell_index in np.ndindex(ds.beta.shape):   # (attention, split, beta_index)
         beta = float(ds.beta.values[cell_index])
         if np.isfinite(beta):
@@ -160,9 +157,8 @@ def finish(ds):
     return ds
 
 
-#: Seconds of simulation per trajectory-layer (the unit of :func:`work`) of the two-cluster
-#: chain, measured on the committed paper run (results/clusters_paper.nc: 305 s of cell
-#: time for 4e9 trajectory-layers, on the project's 2-core machine).
+#: Seconds of simulation per trajectory-layer of the two-cluster chain, measured on the
+#: committed paper run (results/clusters_paper.nc: 305 s of cell time for 4e9).
 SECONDS_PER_WORK = 7.6e-8
 
 
@@ -173,8 +169,7 @@ def work(knobs) -> float:
 
 
 def _cells(ds, i_early) -> dict:
-    """``{(attention, split, beta): row}`` over the cells the run has, in the grid's order
-    (the rows are described in :func:`summary`)."""
+    """``{(attention, split, beta): row}`` over the cells the run has, in the grid's order."""
     cells = {}
     for ia, isp, ib in np.ndindex(ds.beta.shape):   # (attention, split, beta_index)
         sub = ds.isel(attention=ia, split=isp, beta_index=ib)
@@ -196,8 +191,9 @@ def _cells(ds, i_early) -> dict:
 
 
 def _depths(cells) -> dict:
-    """The hovering-depth verdicts over the unbalanced cells with enough hovering
-    trajectories: ratios to the theory and the log-log slopes at small scale."""
+    """Over the unbalanced cells with enough hovering trajectories: the ratios of simulated to
+    theoretical depth, all within :data:`DEPTH_RATIO_TOL` of 1 or not, and the log-log slopes
+    of both against :math:`(\alpha_1-\alpha_2)^2` at small scale (1 if proportional)."""
     rows = [row for (_, split, _), row in cells.items() if not _balanced(split)
             and row["n_antipodal_final"] >= DEPTH_MIN_COUNT and np.isfinite(row["depth_theory"])]
     ratios = [row["depth_final"] / row["depth_theory"] for row in rows]
@@ -209,38 +205,20 @@ def _depths(cells) -> dict:
         return float(np.polyfit([math.log(row["hovering_scale"]) for row in small],
                                 [math.log(row[key]) for row in small], 1)[0])
 
-    return {"depth_ratios": ratios,
-            "depth_ratio_min": min(ratios, default=math.nan),
-            "depth_ratio_max": max(ratios, default=math.nan), "depth_n_cells": len(ratios),
+    return {"depth_ratios": ratios, "depth_n_cells": len(ratios),
             "depth_agree": (all(abs(r - 1) <= DEPTH_RATIO_TOL for r in ratios) if ratios else None),
-            "depth_slope": slope("depth_final"), "depth_slope_theory": slope("depth_theory"),
-            "depth_slope_cells": len(small)}
+            "depth_slope": slope("depth_final"), "depth_slope_theory": slope("depth_theory")}
 
 
 def summary(ds) -> dict:
-    r"""Every number the page quotes, and the two verdicts.
-
-    ``cells[(attention, split, beta)]``: the fraction still antipodal at T (``p_final``) and
-    at ``t_early``, the first recorded time at or after :data:`EARLY_TIME` (``p_early``), one
-    minus each (``left_final``, ``left_early``), whether ``left_early`` exceeds
-    :data:`MOST_SHARE`, the prediction at T, the largest |z| over informative times, the
-    depth at T and its theory.  ``persist_agree`` (also ``_by_attention``, with
-    ``persist_max_abs_z``; ``persist_n_beyond_by_attention`` counts the cells beyond it):
-    every |z| at most :data:`PERSIST_Z_MAX`.  ``depth_agree``: every unbalanced cell with at
-    least :data:`DEPTH_MIN_COUNT` hovering trajectories has simulated / theoretical depth
-    within :data:`DEPTH_RATIO_TOL` of 1 (``depth_ratios``, their range and count; NaN and 0
-    when no cell qualifies); ``depth_slope`` (``depth_slope_theory``): the least-squares
-    slope of the simulated (theoretical) log depth against log :math:`(\alpha_1-\alpha_2)^2`
-    over those cells with scale at most :data:`DEPTH_SLOPE_SCALE_MAX` (1 if the depth is
-    proportional).  ``unbalanced_leave``:
-    at T every unbalanced split with unnormalised attention keeps at most 1% antipodal
-    (their :math:`\alpha_1 - \alpha_2` is of order :math:`\cosh\beta`).
-    ``balanced_limit[(attention, split, beta)]``: the two-token probability of ending
-    antipodal from the start (the exit probability of the proof of Theorem 2), which a
-    balanced split's curve tends to.  ``hover_largest_softmax``: the range of
-    :math:`(\alpha_1-\alpha_2)^2` over the unbalanced splits at the largest softmax beta.
-    ``L``, ``d``, ``tol``, ``one_plus_z0`` and ``n_splits``: the run's settings.
-    """
+    r"""Every number the page quotes: per cell (:func:`_cells`) the fraction still antipodal
+    at T and at ``t_early`` (the first time at or after :data:`EARLY_TIME`), its prediction,
+    the largest |z| and the depth; the verdicts ``persist_agree`` (every |z| at most
+    :data:`PERSIST_Z_MAX`, also by attention), ``depth_agree`` (:func:`_depths`) and
+    ``unbalanced_leave`` (every unbalanced split with unnormalised attention keeps at most 1%
+    antipodal at T); ``balanced_limit``, the two-token probability of ending antipodal (the
+    exit probability of the proof of Theorem 2) that a balanced split tends to; and the range
+    of :math:`(\alpha_1-\alpha_2)^2` at the largest softmax beta."""
     times = ds.time.values
     i_early = min(int(np.searchsorted(times, EARLY_TIME - 1e-12)), times.size - 1)
     d, v0 = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_one_plus_z0"])
@@ -271,27 +249,62 @@ def summary(ds) -> dict:
     return out
 
 
-def _verdict(stats, misses) -> str:
-    """The page's verdict on the reduction (Markdown): persistence per attention (``misses``
-    reruns only the worst cell of an attention beyond the bound at finer steps), depth."""
-    parts, ok_names = [], []
+def explain_worst(ds, attention, factors=(1, 4, 16)) -> dict:
+    """The cell of ``attention`` farthest from the prediction (the first such in grid order)
+    rerun by :func:`cell` to the first recorded time at or after both its worst miss and
+    t = 1, at ``L * factor`` layers per unit time (the same trajectories and start, another
+    seed each): ``check`` maps L to the largest |z| up to then; ``explained``: the finest
+    step puts the cell within :data:`PERSIST_Z_MAX`, so the miss is the discretisation's."""
+    z = np.abs(ds.persist_z.sel(attention=attention).transpose("split", "beta_index", "time"))
+    isp, ib, k = np.unravel_index(int(np.nanargmax(z.values)), z.shape)
+    split, beta = str(ds.split.values[isp]), float(ds.beta.sel(attention=attention).values[isp, ib])
+    t_worst = float(ds.time.values[k])
+    t_check = float(ds.time.values[ds.time.values >= max(t_worst, 1.0)][0])
+    d, tol, n_traj = int(ds.attrs["fixed_d"]), float(ds.attrs["fixed_tol"]), int(ds.n_traj.max())
+    v0, times = float(ds.attrs["fixed_one_plus_z0"]), ds.time.values[ds.time.values <= t_check + 1e-12]
+    pred, _ = two_clusters.antipodal_persistence(times, np.array([v0]), beta, d, *parse_split(split),
+                                                 attention=attention, tol=tol)
+    check = {}
+    for factor in factors:
+        L = int(ds.attrs["fixed_L"]) * int(factor)
+        counts = cell(split=split, attention=attention, beta_index=0, betas_softmax=(beta,),
+                      betas_unnormalized=(beta,), n_traj=n_traj, L=L, T=float(times[-1]),
+                      times=times, one_plus_z0=v0, d=d, tol=tol,
+                      seed=int(ds.attrs.get("sweep_seed", 0)) + factor)["n_antipodal"]
+        zf = np.abs(binomial_z(counts, n_traj, pred[:, 0]))
+        check[L] = float(np.nanmax(zf)) if np.any(np.isfinite(zf)) else float("nan")
+    return {"split": split, "beta": beta, "z": float(z.values[isp, ib, k]), "t_worst": t_worst,
+            "t_check": t_check, "check": check, "explained": bool(check[L] <= PERSIST_Z_MAX)}
+
+
+def refine_misses(ds, stats) -> dict:
+    """``{attention: explain_worst(ds, attention)}`` for every attention beyond the bound."""
+    return {att: explain_worst(ds, att)
+            for att, ok in stats["persist_agree_by_attention"].items() if not ok}
+
+
+def phrases(stats, misses) -> dict[str, str]:
+    """The page's Markdown: ``verdict`` on the reduction (persistence per attention, where
+    ``misses`` are :func:`refine_misses`; depth) and ``table`` (per cell the fraction still
+    antipodal at T, its prediction, the largest |z|, a balanced split's two-token limit)."""
+    parts, ok_names, bound = [], [], f"{PERSIST_Z_MAX:g} standard errors"
     for att, ok in stats["persist_agree_by_attention"].items():
         name, n = att.replace("ized", "ised"), stats["persist_n_beyond_by_attention"][att]
-        bound, z = f"{PERSIST_Z_MAX:g} standard errors", stats["persist_max_abs_z_by_attention"]
         if ok:
             ok_names.append(name)
-            parts.append(f"with {name} attention every split, $\\beta$ and recorded time is "
-                         f"within {bound} of the limit (largest |z| {z[att]:.1f})")
+            parts.append(f"with {name} attention every split, $\\beta$ and recorded time is within "
+                         f"{bound} of the limit (largest |z| "
+                         f"{stats['persist_max_abs_z_by_attention'][att]:.1f})")
             continue
-        m, (L_fine, z_fine) = misses[att], list(misses[att]["check"].items())[-1]
+        m = misses[att]
         parts.append(f"with {name} attention the simulation at $L$ = {stats['L']} is more than "
                      f"{bound} from the limit in {n} cells (worst |z| = {m['z']:.1f}, for "
-                     f"{m['split'].replace(',', ' vs ')} at $\\beta$ = {m['beta']:g}); " + (
-                         f"the worst miss disappears at $L$ = {L_fine:,} (|z| = {z_fine:.1f}), so "
+                     f"{m['split'].replace(',', ' vs ')} at $\\beta$ = {m['beta']:g}); rerun to "
+                     f"$t$ = {m['t_check']:g} at $L$ = {listed(m['check'], ',')} (another seed "
+                     f"each) the worst has |z| = {listed(m['check'].values(), '.1f')}, so " + (
                          "it is the discretisation's, not the reduction's" if m["explained"] else
-                         f"the worst is still {z_fine:.1f} at $L$ = {L_fine:,}, which we cannot "
-                         "explain") + (f"; the {n - 1} other cells beyond that bound were not "
-                                       "rerun" if n > 1 else ""))
+                         "we cannot explain it") + (f"; the {n - 1} other cells beyond that "
+                                                    "bound were not rerun" if n > 1 else ""))
     if (depth := stats["depth_agree"]) is not None:
         parts.append(f"the hovering depths are {'' if depth else 'not all '}within "
                      f"{100 * DEPTH_RATIO_TOL:.0f}% of the speed-measure median")
@@ -299,66 +312,14 @@ def _verdict(stats, misses) -> str:
     word = ("Confirmed" if not explained and depth is not False else "Confirmed for "
             + " and ".join(ok_names) if ok_names and all(explained) and depth is not False else
             "Partly confirmed" if ok_names or any(explained) or depth else "Not confirmed")
-    return f"**{word}:** " + "; ".join(parts) + "."
-
-
-def phrases(stats, misses) -> dict[str, str]:
-    """The page's Markdown: ``verdict`` (``misses`` maps an attention that misses the limit
-    to its :func:`.clusters_refinement.explain_worst`) and ``table``: per cell the fraction
-    still antipodal at T, its prediction, the largest |z|, a balanced split's two-token limit."""
-    rows = []
-    for (att, split, beta), row in stats["cells"].items():
-        z, limit = row["max_abs_z"], stats["balanced_limit"].get((att, split, beta))
-        rows.append(f"| {att} | {split.replace(',', ' vs ')} | {beta:g} | "
-                    f"{100 * row['p_final']:.1f}% | {100 * row['predicted_final']:.1f}% | "
-                    + (f"{z:.1f}" if np.isfinite(z) else "–") + " | "
-                    + (f"{100 * limit:.1f}%" if limit is not None else "–") + " |")
-    table = ("| attention | split | $\\beta$ | still antipodal at $T$ | prediction "
-             "| largest \\|z\\| | two-token limit |\n" + "|---" * 7 + "|\n" + "\n".join(rows))
-    return {"verdict": _verdict(stats, misses), "table": table}
-
-
-def _persistence_panel(ax, ds, att, beta, colours):
-    """Fraction still antipodal against time, every split at (``att``, ``beta``), and theory."""
-    t = ds.time.values
-    for split in ds.split.values:
-        betas = ds.beta.sel(attention=att, split=split).values
-        sub = ds.sel(attention=att, split=split,
-                     beta_index=int(np.flatnonzero(np.isclose(betas, beta))[0]))
-        label = split.replace(",", " vs ")
-        ax.fill_between(t, sub.p_antipodal_low, sub.p_antipodal_high,
-                        color=colours[split], alpha=0.2, lw=0)
-        ax.plot(t, sub.p_antipodal, "o", ms=3, color=colours[split], label=label)
-        ax.plot(t, sub.p_predicted, "-", lw=1.3, color=colours[split])
-    ax.set_xscale("log")
-    ax.set_xlim(t[0], t[-1])
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(r"time $t$")
-    ax.set_ylabel("fraction still antipodal")
-    ax.set_title(rf"{att}, $\beta$ = {beta:g}")
-
-
-def _depth_panel(ax, ds, colours):
-    """Median depth at T of unbalanced splits against (alpha1 - alpha2)^2, and theory."""
-    for att, marker in zip(ds.attention.values, ("o", "s")):
-        for split in [s for s in ds.split.values if not _balanced(s)]:
-            sub = ds.sel(attention=att, split=split)
-            enough = sub.n_antipodal.values[:, -1] >= DEPTH_MIN_COUNT
-            x = sub.hovering_scale.values[enough]
-            if x.size:
-                ax.plot(x, sub.median_depth.values[enough, -1], marker, ms=6,
-                        color=colours[split], mfc="none" if att == "unnormalized" else None,
-                        label=split.replace(",", " vs ") + ("" if att == "softmax" else f", {att}"))
-                ax.plot(x, sub.depth_theory.values[enough], "x", ms=7, color="0.15")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    grid = np.geomspace(*ax.get_xlim(), 10)
-    ax.plot(grid, grid, ":", color="0.5", lw=1, label=r"$1 + Z_T = (\alpha_1-\alpha_2)^2$")
-    ax.plot([], [], "x", color="0.15", label="theory")
-    ax.set_xlabel(r"$(\alpha_1 - \alpha_2)^2$ at $Z = -1$")
-    ax.set_ylabel(r"median $1 + Z_T$")
-    ax.set_title("hovering depth, unbalanced splits")
-    ax.legend(loc="upper left")
+    rows = [[att, split.replace(",", " vs "), f"{beta:g}", f"{100 * row['p_final']:.1f}%",
+             f"{100 * row['predicted_final']:.1f}%",
+             f"{row['max_abs_z']:.1f}" if np.isfinite(row["max_abs_z"]) else None,
+             None if (lim := stats["balanced_limit"].get((att, split, beta))) is None
+             else f"{100 * lim:.1f}%"] for (att, split, beta), row in stats["cells"].items()]
+    table = markdown_table(["attention", "split", "$\\beta$", "still antipodal at $T$",
+                            "prediction", "largest \\|z\\|", "two-token limit"], rows)
+    return {"verdict": f"**{word}:** " + "; ".join(parts) + ".", "table": table}
 
 
 def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0))):
@@ -371,15 +332,42 @@ def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0)))
     fig, axes = plt.subplots(2, 2, figsize=(8.0, 6.8))
     colours = dict(zip(ds.split.values, palette(ds.split.size)))
     shown = [p for p in panels if np.any(np.isclose(ds.beta.sel(attention=p[0]).values, p[1]))]
-    for ax, (att, beta) in zip(axes.ravel()[:3], shown):
-        _persistence_panel(ax, ds, att, beta, colours)
+    t = ds.time.values
+    for i, (ax, (att, beta)) in enumerate(zip(axes.ravel()[:3], shown)):
+        for split, colour in colours.items():
+            betas = ds.beta.sel(attention=att, split=split).values
+            sub = ds.sel(attention=att, split=split,
+                         beta_index=int(np.flatnonzero(np.isclose(betas, beta))[0]))
+            ax.fill_between(t, sub.p_antipodal_low, sub.p_antipodal_high, color=colour,
+                            alpha=0.2, lw=0)
+            ax.plot(t, sub.p_antipodal, "o", ms=3, color=colour, label=split.replace(",", " vs "))
+            ax.plot(t, sub.p_predicted, "-", lw=1.3, color=colour)
+        ax.set(xscale="log", xlim=(t[0], t[-1]), ylim=(-0.02, 1.02), xlabel=r"time $t$",
+               ylabel="fraction still antipodal" if i % 2 == 0 else "",
+               title=rf"{att}, $\beta$ = {beta:g}")
     for ax in axes.ravel()[len(shown):3]:
         ax.set_visible(False)
-    for ax in axes[:, 1]:
-        ax.set_ylabel("")
     axes[0, 1].plot([], [], "-", color="0.3", label="reduction (limit)")
     axes[0, 1].legend(loc="lower left", ncol=2)
-    _depth_panel(axes[1, 1], ds, colours)
+    # the median depth at T of the unbalanced splits against (alpha1 - alpha2)^2, and theory
+    ax = axes[1, 1]
+    for att, marker in zip(ds.attention.values, ("o", "s")):
+        for split in [s for s in ds.split.values if not _balanced(s)]:
+            sub = ds.sel(attention=att, split=split)
+            enough = sub.n_antipodal.values[:, -1] >= DEPTH_MIN_COUNT
+            x = sub.hovering_scale.values[enough]
+            if x.size:
+                ax.plot(x, sub.median_depth.values[enough, -1], marker, ms=6,
+                        color=colours[split], mfc="none" if att == "unnormalized" else None,
+                        label=split.replace(",", " vs ") + ("" if att == "softmax" else f", {att}"))
+                ax.plot(x, sub.depth_theory.values[enough], "x", ms=7, color="0.15")
+    ax.set(xscale="log", yscale="log")
+    grid = np.geomspace(*ax.get_xlim(), 10)
+    ax.plot(grid, grid, ":", color="0.5", lw=1, label=r"$1 + Z_T = (\alpha_1-\alpha_2)^2$")
+    ax.plot([], [], "x", color="0.15", label="theory")
+    ax.set(xlabel=r"$(\alpha_1 - \alpha_2)^2$ at $Z = -1$", ylabel=r"median $1 + Z_T$",
+           title="hovering depth, unbalanced splits")
+    ax.legend(loc="upper left")
     return laid_out(fig, f"From 1 + Z = {ds.attrs['fixed_one_plus_z0']:g}: d = "
                     f"{ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
                     f"{int(ds.n_traj.max()):,} trajectories per cell")

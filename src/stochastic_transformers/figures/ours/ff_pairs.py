@@ -1,13 +1,10 @@
 r"""Feedforward blocks, two tokens: an activation's even part forbids antipodal pairs (ours).
 
-Two tokens, Gaussian values, :math:`B = I`, softmax, and a random feedforward block of strength
-:math:`r` (:mod:`stochastic_transformers.feedforward`).  With ReLU or GELU, whose even part is
-not zero, -1 is an entrance boundary of the limit's overlap; with erf (odd) it stays a fixed
-point.  The figure draws the fraction of pairs within ``tol`` of -1 at time T against beta,
-for each r and activation, over the limit's probability of the same event
-(:func:`stochastic_transformers.feedforward.antipodal_at`), and how close to -1 the closest
-pairs come.  The feedforward figures share :func:`block_model`, :data:`BLOCK_SCHEMA`,
-:func:`run_title` and the page helpers :func:`verdict`, :func:`markdown_table`, :func:`signed`.
+Two tokens, softmax and a random feedforward block of strength :math:`r`
+(:mod:`stochastic_transformers.feedforward`).  With ReLU or GELU (even part not zero) -1 is an
+entrance boundary of the limit's overlap; with erf (odd) it stays a fixed point.  The figure
+draws the fraction of pairs within ``tol`` of -1 at T against beta over the limit's probability
+(:func:`~stochastic_transformers.feedforward.antipodal_at`), and how near -1 the closest come.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from ...stats import agreement_z, poisson_two_sided, z_digest
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import choices, integer, reals
 from ..spec import Figure
+from ..words import markdown_table, signed, verdict
 
 _COMMON = dict(d=4, activations=("relu", "gelu", "erf"), attention="softmax", tol=1e-3,
                ff_width=8, seed=0)
@@ -51,6 +49,13 @@ def run_title(what, ds) -> str:
             "per point)")
 
 
+def band_points(ax, sub, name, **style):
+    """``sub[name]`` against beta, with its 95% Wilson band (``name_low``, ``name_high``)."""
+    p = sub[name].values
+    err = np.vstack([p - sub[f"{name}_low"].values, sub[f"{name}_high"].values - p])
+    ax.errorbar(sub.beta, p, yerr=err, fmt="o", capsize=2, lw=1, **style)
+
+
 def cell(*, activation, r, beta, d, n_traj, L, T, attention, tol, ff_width, seed):
     """One (activation, r, beta) point: outcome counts of two tokens at T and the
     :data:`LOW_QUANTILE` and median of :math:`1 + Z_T`.  r = 0 is the paper's model
@@ -67,17 +72,15 @@ def cell(*, activation, r, beta, d, n_traj, L, T, attention, tol, ff_width, seed
             "gap_median": float(np.median(gap))}
 
 
-#: Grid step in log(1 + Z) of the limit's Kolmogorov solve: its error there is about 3e-4
-#: (:func:`stochastic_transformers.feedforward.antipodal_at`), a twentieth of a standard
-#: error of the paper scale's fractions, at about a second a point.
+#: Grid step in log(1 + Z) of the limit's Kolmogorov solve: its error there is about 3e-4,
+#: a twentieth of a standard error of the paper scale's fractions, at about a second a point.
 THEORY_STEP = 0.04
 
 
 def finish(ds, knobs):
-    """The sweep's counts with ``p_antipodal`` (and its Wilson band), ``p_single``, the
-    limit's :math:`P(1 + Z_T \\le \\mathrm{tol})` from a uniform start ``p_theory`` with its
-    numerical error ``p_theory_error``, its long-time probability of -1 ``p_long`` and
-    ``z_score`` (deviation from ``p_theory`` in standard errors)."""
+    """The fractions with Wilson bands; the limit's :math:`P(1 + Z_T \\le \\mathrm{tol})` from
+    a uniform start ``p_theory`` (numerical error ``p_theory_error``), its long-time
+    probability of -1 ``p_long``, and ``z_score`` against ``p_theory``."""
     ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     d, T, tol = knobs["d"], float(knobs["T"]), float(knobs["tol"])
     acts, rs, betas = ds.activation.values, ds.r.values, ds.beta.values
@@ -93,9 +96,8 @@ def finish(ds, knobs):
         if r == 0:
             limit[1:, j] = limit[0, j]
     dims = ("activation", "r", "beta")
-    ds["p_theory"] = (dims, limit[..., 0])
-    ds["p_theory_error"] = (dims, limit[..., 1])
-    ds["p_long"] = (dims, limit[..., 2])
+    for n, name in enumerate(("p_theory", "p_theory_error", "p_long")):
+        ds[name] = (dims, limit[..., n])
     ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory)
     ds.attrs.update(theory_step=THEORY_STEP)
     return ds
@@ -105,17 +107,21 @@ def finish(ds, knobs):
 #: (results/ff_pairs_paper.nc, 2-core machine; r = 0 cells run the block-free chain).
 SECONDS_PER_WORK = 9.0e-7
 
-#: Limit probability above which a point counts as informative (with any point where a pair
-#: was counted): below it both the limit and the run are essentially zero.
+#: Limit probability above which a point is informative (as is any with a pair counted).
 INFORMATIVE_P = 1e-6
-#: Two-sided Poisson p-value below which the count of near-antipodal pairs with an
-#: even-part block disagrees with the limit's expectation (false-alarm rate 0.1%).
+#: Poisson p-value below which the even-part blocks' count near -1 disagrees with the limit.
 COUNT_ALPHA = 1e-3
+#: False-alarm rate of :func:`follows_limit`: it fails when more points lie beyond 2 standard
+#: errors than a perfect match (each with probability 4.6%) gives with this probability.
+AGREE_ALPHA = 1e-3
 
 
-def _agreement(ds) -> dict:
+def summary(ds) -> dict:
     """The deviations from the limit over the informative points, one by one and all together
-    (a systematic deficit shows in the total before it shows point by point)."""
+    (``total_*``: a systematic deficit shows in the total before it shows point by point);
+    with a block, pairs counted and expected by activation; for the even-part blocks the
+    Poisson p-value of their count near -1 and the closest approach by r; for the odd block
+    the least z of its gain over r = 0 at every beta from Theorem 2's threshold."""
     informative = ((ds.p_theory > INFORMATIVE_P) | (ds.n_antipodal > 0)).values
     zi = ds.z_score.values[informative]
     digest, digest_3 = z_digest(zi, within=2.0), z_digest(zi, within=3.0)
@@ -124,67 +130,42 @@ def _agreement(ds) -> dict:
     observed = float(ds.n_antipodal.values[informative].sum())
     expected = float((p_all * n_all).sum())
     se = float(np.sqrt((p_all * (1 - p_all) * n_all).sum()))
-    return {"max_abs_z": digest["max_abs_z"] if zi.size else 0.0,
-            "share_within_2se": digest["share_within"],
-            "share_within_3se": digest_3["share_within"], "mean_z": digest["mean_z"],
-            "n_informative": int(informative.sum()), "informative_p": INFORMATIVE_P,
-            "total_observed": observed, "total_expected": expected,
-            "total_z": (observed - expected) / se if se > 0 else 0.0,
-            "total_relative": observed / expected - 1.0 if expected > 0 else 0.0}
-
-
-def _even(blocked, even) -> dict:
-    """The even-part blocks (r > 0): pairs counted near -1 against the limit's expectation."""
-    sub = blocked.sel(activation=even)
-    observed, expected = int(sub.n_antipodal.sum()), float((sub.p_theory * sub.n_traj).sum())
-    p = poisson_two_sided(observed, expected)
-    return {"even_observed": observed, "even_pairs_total": int(sub.n_traj.sum()),
-            "even_expected": expected, "even_count_p": p, "even_counts_match": p > COUNT_ALPHA,
-            "even_long_zero": bool(np.all(sub.p_long.values == 0.0)),
-            "closest_even_by_r": {float(r): float(sub.gap_low.sel(r=r).min())
-                                  for r in sub.r.values}}
-
-
-def _odd(ds, odd, d) -> dict:
-    """The odd block at the largest r against r = 0 at every beta from Theorem 2's threshold."""
-    top, base = ds.sel(activation=odd, r=ds.r.max()), ds.sel(activation=odd, r=0.0)
-    beta_c = float(feedforward.critical_beta(d, 0.0, odd))
-    above = ds.beta.values >= beta_c
-    diff = (top.p_antipodal - base.p_antipodal).values[above]
-    se = np.sqrt((top.p_antipodal * (1 - top.p_antipodal) / top.n_traj
-                  + base.p_antipodal * (1 - base.p_antipodal) / base.n_traj).values[above])
-    gain = float(np.min(diff / np.maximum(se, 1e-12))) if diff.size else float("nan")
-    return {"odd_activation": odd, "beta_c_no_block": beta_c, "odd_gain_min_z": gain,
-            "odd_block_raises": bool(diff.size and gain > 3.0)}
-
-
-def summary(ds) -> dict:
-    """The agreement with the limit over the informative points (:func:`_agreement`); for
-    the even-part blocks the pairs near -1 against the limit's expectation (:func:`_even`);
-    for the odd block its gain over r = 0 (:func:`_odd`); pairs counted and expected with a
-    block, by activation."""
     blocked = ds.sel(r=ds.r[ds.r > 0])
     acts = [str(a) for a in ds.activation.values]
     even = [a for a in acts if feedforward.even_part_energy(a) > 0]
     odd = [a for a in acts if feedforward.even_part_energy(a) == 0]
-    out = {**_agreement(ds), "n_traj": int(ds.n_traj.values.max()),
-           "L": int(knob_attr(ds, "L")), "T": float(knob_attr(ds, "T")), "r_max": float(ds.r.max()),
+    out = {"max_abs_z": digest["max_abs_z"] if zi.size else 0.0,
+           "share_within_2se": digest["share_within"],
+           "share_within_3se": digest_3["share_within"], "mean_z": digest["mean_z"],
+           "n_informative": int(informative.sum()), "informative_p": INFORMATIVE_P,
+           "total_observed": observed, "total_expected": expected,
+           "total_z": (observed - expected) / se if se > 0 else 0.0,
+           "total_relative": observed / expected - 1.0 if expected > 0 else 0.0,
+           "n_traj": int(ds.n_traj.values.max()), "L": int(knob_attr(ds, "L")),
+           "T": float(knob_attr(ds, "T")), "r_max": float(ds.r.max()),
            "antipodal_with_block": {a: int(blocked.n_antipodal.sel(activation=a).sum())
                                     for a in acts},
            "theory_with_block": {a: float((blocked.p_theory.sel(activation=a)
                                            * blocked.n_traj.sel(activation=a)).sum())
                                  for a in acts}}
     if even and blocked.r.size:
-        out.update(_even(blocked, even))
+        sub = blocked.sel(activation=even)
+        p = poisson_two_sided(int(sub.n_antipodal.sum()), float((sub.p_theory * sub.n_traj).sum()))
+        out.update(even_count_p=p, even_counts_match=p > COUNT_ALPHA,
+                   even_long_zero=bool(np.all(sub.p_long.values == 0.0)),
+                   closest_even_by_r={float(r): float(sub.gap_low.sel(r=r).min())
+                                      for r in sub.r.values})
     if odd and 0.0 in ds.r.values and ds.r.size > 1:
-        out.update(_odd(ds, odd[0], int(knob_attr(ds, "d"))))
+        top, base = ds.sel(activation=odd[0], r=ds.r.max()), ds.sel(activation=odd[0], r=0.0)
+        beta_c = float(feedforward.critical_beta(int(knob_attr(ds, "d")), 0.0, odd[0]))
+        above = ds.beta.values >= beta_c
+        diff = (top.p_antipodal - base.p_antipodal).values[above]
+        se = np.sqrt((top.p_antipodal * (1 - top.p_antipodal) / top.n_traj
+                      + base.p_antipodal * (1 - base.p_antipodal) / base.n_traj).values[above])
+        gain = float(np.min(diff / np.maximum(se, 1e-12))) if diff.size else float("nan")
+        out.update(odd_activation=odd[0], beta_c_no_block=beta_c, odd_gain_min_z=gain,
+                   odd_block_raises=bool(diff.size and gain > 3.0))
     return out
-
-
-#: False-alarm rate of the check that the fractions follow the limit's curves: it fails when
-#: more informative points lie beyond 2 standard errors than a perfect match (each one with
-#: probability 2 * norm.sf(2), about 4.6%) gives with this probability.
-AGREE_ALPHA = 1e-3
 
 
 def follows_limit(stats) -> bool:
@@ -196,50 +177,27 @@ def follows_limit(stats) -> bool:
     return bool(n) and float(binom.sf(outside - 1, n, 2 * norm.sf(2.0))) > AGREE_ALPHA
 
 
-def signed(x, digits=1) -> str:
-    """``x`` with its sign and ``digits`` decimals, never "-0.0" (a zero reads "0.0")."""
-    text = f"{x:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
-
-
-def verdict(checks) -> str:
-    """A page's verdict in words from ``[(holds, what holds, what does not), ...]``:
-    "Confirmed", "Partly confirmed" or "Not confirmed", then each finding."""
-    held = [bool(ok) for ok, _, _ in checks]
-    word = "Confirmed" if all(held) else "Partly confirmed" if any(held) else "Not confirmed"
-    return f"{word}: " + "; ".join(yes if ok else no for ok, yes, no in checks) + "."
-
-
-def markdown_table(header, rows) -> str:
-    """A Markdown table, numbers right-aligned after the first column; None is a dash."""
-    lines = ["| " + " | ".join(header) + " |",
-             "|:--" + "|--:" * (len(header) - 1) + "|"]
-    lines += ["| " + " | ".join("–" if v is None else str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def phrases(stats) -> dict[str, str]:
     """The page's plain-text findings, which the chapter quotes too: ``verdict``, ``total``
-    (all informative points together against the limit) and ``closest`` (how near -1 the
-    closest 1% of pairs come with an even-part block, by r)."""
-    checks = [(follows_limit(stats), "the fractions at T follow the "
-               "limit's curves", "the fractions at T do not follow the limit's curves")]
+    (all informative points against the limit) and ``closest`` (how near -1 the closest 1%
+    of pairs come with an even-part block, by r)."""
+    checks = [(follows_limit(stats), "the fractions at T follow the limit's curves",
+               "the fractions at T do not follow the limit's curves")]
     if "even_counts_match" in stats:
         checks.append((stats["even_long_zero"] and stats["even_counts_match"],
                        "with ReLU and GELU blocks −1 is never the limit, and the pairs near it "
-                       "at T are as few as the limit expects",
-                       "with ReLU and GELU blocks the pairs near −1 at T are not what the "
-                       "limit expects"))
+                       "at T are as few as the limit expects", "with ReLU and GELU blocks the "
+                       "pairs near −1 at T are not what the limit expects"))
     if "odd_block_raises" in stats:
         act = stats["odd_activation"]
         checks.append((stats["odd_block_raises"], f"an {act} block raises the antipodal "
                        "fraction at every β above Theorem 2's threshold", f"this run does not "
                        f"resolve the {act} block's gain at every β above Theorem 2's threshold"))
-    z, rel = stats["total_z"], stats["total_relative"]
-    total = (f"a deficit of {-rel:.1%} ({signed(z)} standard errors), of the sign of the "
-             "finite-depth bias measured on the threshold page" if z < -3 else
-             f"{'an excess' if z > 3 else 'no clear difference'}: {signed(100 * rel)}% "
-             f"({signed(z)} standard errors)")
+    z, rel = signed(stats["total_z"], 1), stats["total_relative"]
+    total = (f"a deficit of {-rel:.1%} ({z} standard errors), of the sign of the finite-depth "
+             "bias measured on the threshold page" if stats["total_z"] < -3 else
+             f"{'an excess' if stats['total_z'] > 3 else 'no clear difference'}: "
+             f"{signed(100 * rel, 1)}% ({z} standard errors)")
     closest = stats.get("closest_even_by_r", {})
     return {"verdict": verdict(checks), "total": total,
             "closest": ", ".join(f"{v:.2g} at r = {r:g}" for r, v in closest.items()) or "–"}
@@ -247,62 +205,53 @@ def phrases(stats) -> dict[str, str]:
 
 def tables(stats) -> dict[str, str]:
     """The page's folded tables (Markdown): ``counts`` (pairs within ``tol`` of -1 at T with
-    a block, counted and expected, by activation) and ``agreement`` (the deviations from the
-    limit over the informative points)."""
+    a block, counted and expected, by activation) and ``agreement`` (the deviations)."""
     counts = markdown_table(
         ["block (all r > 0)", "pairs within tol of −1 at T", "expected by the limit"],
         [[act, f"{n:,}", f"{stats['theory_with_block'][act]:,.1f}"]
-         for act, n in stats["antipodal_with_block"].items()])
-    agreement = markdown_table(["points compared (informative)", f"{stats['n_informative']}"], [
+         for act, n in stats["antipodal_with_block"].items()], numeric=True)
+    agreement = markdown_table(["points compared (informative)", stats["n_informative"]], [
         ["within 2 standard errors", f"{stats['share_within_2se']:.0%}"],
         ["within 3 standard errors", f"{stats['share_within_3se']:.0%}"],
         ["largest deviation (standard errors)", f"{stats['max_abs_z']:.1f}"],
-        ["mean deviation (standard errors)", signed(stats["mean_z"], 2)],
+        ["mean deviation (standard errors)", signed(stats["mean_z"])],
         ["antipodal pairs, counted / expected",
-         f"{stats['total_observed']:,.0f} / {stats['total_expected']:,.0f}"]])
+         f"{stats['total_observed']:,.0f} / {stats['total_expected']:,.0f}"]], numeric=True)
     return {"counts": counts, "agreement": agreement}
 
 
 def plot(ds):
-    """Two columns: one panel per activation, P(antipodal at T) against beta for each r
-    (points with 95% bands over the limit's curve), and a last panel with the closest
-    approach to -1."""
+    """One panel per activation, P(antipodal at T) against beta for each r (points with 95%
+    bands over the limit's curve), and a last panel with the closest approach to -1."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
-    acts = [str(a) for a in ds.activation.values]
-    colours = palette(ds.r.size)
+    acts, rs = [str(a) for a in ds.activation.values], ds.r.values
+    colours = palette(rs.size)
     rows = (len(acts) + 2) // 2
     fig, grid = plt.subplots(rows, 2, figsize=(8.0, 3.1 * rows + 0.4), sharex=True,
                              squeeze=False)
     axes = grid.ravel()
     top = max(0.05, float(ds.p_antipodal_high.max()) + 0.03, float(ds.p_theory.max()) + 0.03)
     for i, (ax, act) in enumerate(zip(axes, acts)):
-        for colour, r in zip(colours, ds.r.values):
+        for colour, r in zip(colours, rs):
             sub = ds.sel(activation=act, r=r)
-            p = sub.p_antipodal.values
-            err = np.vstack([p - sub.p_antipodal_low.values, sub.p_antipodal_high.values - p])
-            ax.errorbar(sub.beta, p, yerr=err, fmt="o", ms=3, color=colour, capsize=2, lw=1,
-                        label=f"r = {r:g}")
+            band_points(ax, sub, "p_antipodal", ms=3, color=colour, label=f"r = {r:g}")
             ax.plot(sub.beta, sub.p_theory, color=colour, lw=1.2)
-        ax.set_title(f"{act} block")
-        ax.set_ylim(-0.01, top)
-        if i % 2 == 0:
-            ax.set_ylabel(r"$P(1 + Z_T \leq \mathrm{tol})$")
+        ax.set(title=f"{act} block", ylim=(-0.01, top),
+               ylabel=r"$P(1 + Z_T \leq \mathrm{tol})$" if i % 2 == 0 else "")
     axes[0].legend(loc="upper left")
     ax = axes[len(acts)]
     for act, marker in zip(acts, "os^v"):
-        for colour, r in zip(colours, ds.r.values):
+        for colour, r in zip(colours, rs):
             if r == 0 and act != acts[0]:
                 continue  # r = 0 is the paper's model, whatever the activation: drawn once
-            sub = ds.sel(activation=act, r=r)
-            ax.semilogy(sub.beta, sub.gap_low, marker="x" if r == 0 else marker, ms=3, lw=0.8,
-                        color=colour,
-                        label="no block" if r == 0 else (act if r == ds.r.values[-1] else None))
+            ax.semilogy(ds.beta, ds.gap_low.sel(activation=act, r=r), ms=3, lw=0.8,
+                        marker="x" if r == 0 else marker, color=colour,
+                        label="no block" if r == 0 else (act if r == rs[-1] else None))
     ax.axhline(float(knob_attr(ds, "tol")), color="0.4", ls="--", lw=0.8)
-    ax.set_title(f"closest pairs: {LOW_QUANTILE:.0%} quantile of $1 + Z_T$")
-    ax.set_ylabel(r"$1 + Z_T$")
+    ax.set(title=f"closest pairs: {LOW_QUANTILE:.0%} quantile of $1 + Z_T$", ylabel=r"$1 + Z_T$")
     ax.legend(loc="center right")
     for ax in axes[len(acts) + 1:]:
         ax.set_visible(False)

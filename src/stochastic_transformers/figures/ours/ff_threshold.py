@@ -4,10 +4,10 @@ With an odd activation (erf) -1 stays a fixed point of the two-token overlap, an
 :math:`\log(1 + Z)` moves like a Brownian motion with drift :math:`\lambda_-(\beta, d, r)`
 (:func:`stochastic_transformers.feedforward.boundary_at_minus_one`): -1 attracts iff
 :math:`\lambda_- < 0`, above :func:`stochastic_transformers.feedforward.critical_beta`.  The
-discrete chain measures :math:`\lambda_-` from :math:`1 + Z_0 = ` ``gap0``, at two depth
-scales ``Ls`` :math:`= (L, 4L)` extrapolated to :math:`(4\hat\lambda_{4L} - \hat\lambda_L)/3`
-(a layer's noise is symmetric, so the bias is :math:`O(1/L)`); the measured threshold is the
-root of a straight line through the extrapolated exponents (:func:`fitted_root`).
+chain measures :math:`\lambda_-` from :math:`1 + Z_0 = ` ``gap0`` at depth scales ``Ls``
+:math:`= (L, 4L)`, extrapolated to :math:`(4\hat\lambda_{4L} - \hat\lambda_L)/3` (a layer's
+noise is symmetric, so the bias is :math:`O(1/L)`); the measured threshold is the root of a
+straight line through the extrapolated exponents (:func:`fitted_root`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from ...stats import weighted_least_squares, z_digest
 from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
 from ..knobs import all_of, choice, integers, real, whole_layers
 from ..spec import Figure
-from .ff_pairs import BLOCK_SCHEMA, block_model, markdown_table, signed, verdict
+from ..words import markdown_table, signed, verdict
+from .ff_pairs import BLOCK_SCHEMA, block_model
 
 
 def _coarse_and_fine(name, value, knobs):
@@ -38,13 +39,10 @@ _COMMON = dict(activation="erf", attention="softmax", ff_width=8, gap0=1e-12, se
 SCALES = {
     "smoke": dict(_COMMON, d=(4,), rs=(0.0, 1.0), betas=(0.2, 0.6, 1.0), n_traj=200, Ls=(20, 80),
                   T=0.5),
-    "quick": dict(_COMMON, d=(4, 6), rs=(0.0, 0.5, 1.0, 4.0),
-                  betas=tuple(np.round(np.linspace(0.0, 1.6, 9), 2)), n_traj=2000, Ls=(100, 400),
-                  T=1.0),
-    "paper": dict(_COMMON, d=(4, 6), rs=(0.0, 0.1, 0.5, 1.0, 4.0),
-                  betas=tuple(np.round(np.linspace(0.0, 1.6, 17), 2)), n_traj=10_000,
-                  Ls=(100, 400), T=1.0),
-}
+    "quick": dict(_COMMON, d=(4, 6), rs=(0.0, 0.5, 1.0, 4.0), betas=tuple(np.round(
+        np.linspace(0.0, 1.6, 9), 2)), n_traj=2000, Ls=(100, 400), T=1.0),
+    "paper": dict(_COMMON, d=(4, 6), rs=(0.0, 0.1, 0.5, 1.0, 4.0), betas=tuple(np.round(
+        np.linspace(0.0, 1.6, 17), 2)), n_traj=10_000, Ls=(100, 400), T=1.0)}
 #: Points on each side of the change of sign used by the straight-line fit of the root.
 FIT_POINTS = 2
 #: |z| of the measured threshold against the theory below which a (d, r) agrees.
@@ -56,8 +54,7 @@ def cell(*, d, r, beta, activation, n_traj, L, T, attention, ff_width, gap0, see
     :math:`[\\log(1+Z_T) - \\log(1+Z_0)]/T` from :math:`1 + Z_0 = ` ``gap0``."""
     c, s = math.sqrt(gap0 / 2.0), math.sqrt(1.0 - gap0 / 2.0)
     x0 = np.zeros((2, d))
-    x0[0, :2] = (c, -s)
-    x0[1, :2] = (c, s)
+    x0[:, :2] = [(c, -s), (c, s)]
     model = block_model(d=d, beta=beta, attention=attention, r=r, ff_width=ff_width,
                         activation=activation)
     ds = simulate(model, RunConfig(n_tokens=2, n_traj=n_traj, L=L, T=T, seed=seed, x0=x0,
@@ -69,9 +66,8 @@ def cell(*, d, r, beta, activation, n_traj, L, T, attention, ff_width, gap0, see
 
 def fitted_root(betas, rate, se, points=FIT_POINTS):
     """Root of a weighted straight line (:func:`stats.weighted_least_squares`) through the
-    ``points`` measurements on each side of the first change of sign of ``rate`` (from
-    negative to positive or back), and its standard error by the delta method;
-    ``(nan, nan)`` without a change of sign."""
+    ``points`` measurements on each side of the first change of sign of ``rate``, and its
+    standard error by the delta method; ``(nan, nan)`` without a change of sign."""
     sign = np.sign(rate)
     change = np.flatnonzero(sign[:-1] * sign[1:] < 0)
     if change.size == 0:
@@ -93,10 +89,10 @@ def theory_threshold(d, r, activation) -> float:
 
 
 def finish(ds, knobs):
-    """The extrapolated ``exponent_limit`` (with ``_se``), the exact ``exponent_theory``, the
-    deviations ``z_score`` and ``z_score_limit``; per (d, r) the theory ``beta_c`` (NaN where -1
-    attracts at every beta) with its curve ``beta_c_fine``, the measured ``beta_c_sim`` (NaN
-    without a change of sign) with ``beta_c_sim_se``, and ``beta_c_z``."""
+    """The extrapolated ``exponent_limit`` (``_se``), the exact ``exponent_theory``, the
+    deviations ``z_score`` and ``z_score_limit``; per (d, r) the theory ``beta_c`` (curve
+    ``beta_c_fine``), the measured ``beta_c_sim`` (NaN without a change of sign, ``_se``)
+    and ``beta_c_z``."""
     act, betas = knobs["activation"], ds.beta.values
     # Richardson: (4 x_{4L} - x_L) / 3 removes an O(1/L) bias; the standard errors combine.
     coarse, fine = ds.sel(L=ds.L.values[0]), ds.sel(L=ds.L.values[1])
@@ -105,41 +101,36 @@ def finish(ds, knobs):
     ds["exponent_theory"] = (("d", "r", "beta"), np.array(
         [[[feedforward.boundary_at_minus_one(float(b), int(d), float(r), act)["exponent"]
            for b in betas] for r in ds.r.values] for d in ds.d.values]))
-    # Deviation of each depth scale's exponent, and of the extrapolated one.
     ds["z_score"] = (ds.exponent - ds.exponent_theory) / ds.exponent_se
     ds["z_score_limit"] = (ds.exponent_limit - ds.exponent_theory) / ds.exponent_limit_se
     roots = np.array([[fitted_root(betas, ds.exponent_limit.sel(d=d, r=r).values,
                                    ds.exponent_limit_se.sel(d=d, r=r).values)
                        for r in ds.r.values] for d in ds.d.values])
-    ds["beta_c"] = (("d", "r"), np.array([[theory_threshold(d, r, act) for r in ds.r.values]
-                                          for d in ds.d.values], dtype=float))
+    ds = ds.assign_coords(r_fine=np.linspace(0.0, float(ds.r.max()), 81))
+    for name, rs in (("beta_c", "r"), ("beta_c_fine", "r_fine")):
+        ds[name] = (("d", rs), np.array([[theory_threshold(d, r, act) for r in ds[rs].values]
+                                         for d in ds.d.values], dtype=float))
     ds["beta_c_sim"] = (("d", "r"), roots[..., 0])
     ds["beta_c_sim_se"] = (("d", "r"), roots[..., 1])
     ds["beta_c_z"] = (ds.beta_c_sim - ds.beta_c) / ds.beta_c_sim_se
-    ds = ds.assign_coords(r_fine=np.linspace(0.0, float(ds.r.max()), 81))
-    ds["beta_c_fine"] = (("d", "r_fine"), np.array(
-        [[theory_threshold(d, r, act) for r in ds.r_fine.values] for d in ds.d.values],
-        dtype=float))
     return ds
 
 
 #: Seconds of simulation per trajectory-layer, measured on the committed paper run
-#: (results/ff_threshold_paper.nc, :func:`measured_work`; the chain starts near -1, where the
-#: stable forms of :func:`stochastic_transformers.activations.phi_pair` cost more).
+#: (results/ff_threshold_paper.nc; the chain starts near -1, where the stable forms of
+#: :func:`stochastic_transformers.activations.phi_pair` cost more).
 SECONDS_PER_WORK = 1.55e-6
 
 
 def work(knobs) -> float:
-    """Trajectory-layers a run with these knobs schedules: n_traj * L * T per (d, r, beta)
-    cell, summed over the depth scales."""
+    """Trajectory-layers a run schedules: n_traj * L * T per cell, summed over ``Ls``."""
     cells = len(knobs["d"]) * len(knobs["rs"]) * len(knobs["betas"])
     return float(knobs["n_traj"] * knobs["T"] * sum(knobs["Ls"]) * cells)
 
 
 def measured_work(ds) -> tuple[float, float]:
     """(cell seconds, trajectory-layers) of a computed run: L is a grid dimension here."""
-    layers = float((ds.n_traj * ds.L).sum()) * float(knob_attr(ds, "T"))
-    return sweep_seconds(ds), layers
+    return sweep_seconds(ds), float((ds.n_traj * ds.L).sum()) * float(knob_attr(ds, "T"))
 
 
 def _falls_with_r(ds) -> bool:
@@ -162,11 +153,9 @@ def summary(ds) -> dict:
     deviations from the limit's at each depth scale and extrapolated; ``thresholds_agree``
     (every z within :data:`AGREE_Z`, and no measured threshold where the theory has none)
     and ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
-    rows = {}
-    for d, r in itertools.product(ds.d.values, ds.r.values):
-        sub = ds.sel(d=d, r=r)
-        rows[f"{int(d)}_{float(r):g}"] = {"theory": float(sub.beta_c), "measured": float(
-            sub.beta_c_sim), "se": float(sub.beta_c_sim_se), "z": float(sub.beta_c_z)}
+    rows = {f"{int(d)}_{float(r):g}": {k: float(ds[v].sel(d=d, r=r)) for k, v in (
+        ("theory", "beta_c"), ("measured", "beta_c_sim"), ("se", "beta_c_sim_se"), ("z", "beta_c_z"))}
+        for d, r in itertools.product(ds.d.values, ds.r.values)}
     z_thr = np.array([v["z"] for v in rows.values() if np.isfinite(v["z"])])
     none_match = all(np.isfinite(v["theory"]) == np.isfinite(v["measured"]) for v in rows.values())
     by_l = {}
@@ -180,7 +169,6 @@ def summary(ds) -> dict:
         "max_abs_threshold_z": float(np.abs(z_thr).max()) if z_thr.size else float("nan"),
         "by_L": by_l, "coarse_L": int(ds.L.values[0]),
         "max_abs_limit_z": limit["max_abs_z"], "share_limit_within_2se": limit["share_within"],
-        "mean_limit_z": limit["mean_z"],
         "thresholds_agree": bool(z_thr.size and np.all(np.abs(z_thr) < AGREE_Z) and none_match),
         "threshold_falls_with_r": _falls_with_r(ds),
         "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
@@ -189,40 +177,35 @@ def summary(ds) -> dict:
 
 def phrases(stats) -> dict[str, str]:
     """The page's plain-text verdict, which the chapter quotes too: ``verdict``."""
+    bound = f"within {AGREE_Z:g} standard errors"
     return {"verdict": verdict([
-        (stats["thresholds_agree"], f"every measured threshold agrees with the formula within "
-         f"{AGREE_Z:g} standard errors (the largest deviation is "
-         f"{stats['max_abs_threshold_z']:.1f}), and where the formula has none, none is measured",
-         f"not every measured threshold agrees with the formula within {AGREE_Z:g} standard "
-         "errors"),
+        (stats["thresholds_agree"], f"every measured threshold agrees with the formula {bound} "
+         f"(the largest deviation is {stats['max_abs_threshold_z']:.1f}), and where the formula "
+         "has none, none is measured", f"not every measured threshold agrees with the formula "
+         f"{bound}"),
         (stats["threshold_falls_with_r"], "in each dimension shown the threshold falls as the "
          "block grows", "the measured threshold does not fall steadily with r in every "
          "dimension shown")])}
 
 
-def _threshold_cells(v) -> list:
-    """A row's theory, measured (± se) and z, in words where there is no threshold."""
-    theory = ("none: −1 attracts at every β" if math.isnan(v["theory"]) else
-              "none: −1 attracts at no β" if math.isinf(v["theory"]) else f"{v['theory']:.3f}")
-    if math.isnan(v["measured"]):
-        return [theory, "none: no change of sign", None]
-    z = signed(v["z"]) if math.isfinite(v["z"]) else None
-    return [theory, f"{v['measured']:.3f} ± {v['se']:.3f}", z]
-
-
 def tables(stats) -> dict[str, str]:
-    """The page's folded tables (Markdown): ``thresholds`` by (d, r) and ``exponents`` (the
-    deviations of the exponents from the limit's at each depth scale and extrapolated)."""
-    thresholds = markdown_table(
-        ["d", "r", "theory β_c", "measured β_c", "z"],
-        [[k.split("_")[0], k.split("_")[1], *_threshold_cells(v)]
-         for k, v in stats["thresholds"].items()])
+    """The page's folded tables (Markdown): ``thresholds`` by (d, r), in words where there is
+    none, and ``exponents`` (their deviations from the limit's by depth scale)."""
+    rows = []
+    for key, v in stats["thresholds"].items():
+        theory = ("none: −1 attracts at every β" if math.isnan(v["theory"]) else
+                  "none: −1 attracts at no β" if math.isinf(v["theory"]) else f"{v['theory']:.3f}")
+        measured = ("none: no change of sign" if math.isnan(v["measured"]) else
+                    f"{v['measured']:.3f} ± {v['se']:.3f}")
+        rows.append([*key.split("_"), theory, measured,
+                     signed(v["z"], 1) if math.isfinite(v["z"]) else None])
+    thresholds = markdown_table(["d", "r", "theory β_c", "measured β_c", "z"], rows, numeric=True)
     rows = [[f"L = {L}", signed(v["mean_bias"], 3), f"{v['share_within_2se']:.0%}",
              f"{v['max_abs_z']:.1f}"] for L, v in stats["by_L"].items()]
-    rows.append(["extrapolated", "–", f"{stats['share_limit_within_2se']:.0%}",
+    rows.append(["extrapolated", None, f"{stats['share_limit_within_2se']:.0%}",
                  f"{stats['max_abs_limit_z']:.1f}"])
     exponents = markdown_table(["exponents", "mean minus the limit's", "within 2 standard "
-                                "errors", "largest deviation (standard errors)"], rows)
+                                "errors", "largest deviation (standard errors)"], rows, numeric=True)
     return {"thresholds": thresholds, "exponents": exponents}
 
 
@@ -234,11 +217,10 @@ def plot(ds):
 
     from ...style import palette
 
-    colours = palette(ds.r.size)
     fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.2), height_ratios=(1.15, 1))
     d_show = int(ds.d.values[0])
     coarse, fine = (int(v) for v in ds.L.values)
-    for colour, r in zip(colours, ds.r.values):
+    for colour, r in zip(palette(ds.r.size), ds.r.values):
         sub = ds.sel(d=d_show, r=r)
         ax.plot(sub.beta, sub.exponent.sel(L=coarse), "o", ms=3, mfc="none", color=colour)
         ax.errorbar(sub.beta, sub.exponent_limit, yerr=2 * sub.exponent_limit_se, fmt="o", ms=3,
@@ -247,31 +229,27 @@ def plot(ds):
     ax.plot([], [], "o", ms=3, mfc="none", color="0.4", label=f"measured at L = {coarse}")
     ax.plot([], [], "o", ms=3, color="0.4", label=f"extrapolated from L = {coarse}, {fine}")
     ax.axhline(0.0, color="0.4", lw=0.8)
-    ax.set_xlabel(r"$\beta$")
-    ax.set_ylabel(r"exponent $\lambda_-$ at $-1$")
-    ax.set_title(f"d = {d_show}: −1 attracts where the exponent is negative")
+    ax.set(xlabel=r"$\beta$", ylabel=r"exponent $\lambda_-$ at $-1$",
+           title=f"d = {d_show}: −1 attracts where the exponent is negative")
     ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     # Bottom: the theory's curves, ending where -1 starts to attract at every beta (marked).
     for marker, d in zip("os^v", ds.d.values):
         curve = ds.beta_c_fine.sel(d=d)
         axb.plot(ds.r_fine, curve, color="0.3", lw=1.2)
-        sub = ds.sel(d=d)
-        axb.errorbar(sub.r, sub.beta_c_sim, yerr=2 * sub.beta_c_sim_se, fmt=marker, ms=5,
-                     capsize=2, label=f"d = {int(d)}, measured")
+        axb.errorbar(ds.r, ds.beta_c_sim.sel(d=d), yerr=2 * ds.beta_c_sim_se.sel(d=d), fmt=marker,
+                     ms=5, capsize=2, label=f"d = {int(d)}, measured")
         gone = np.flatnonzero(np.isnan(curve.values))
         if gone.size:
             axb.annotate(f"d = {int(d)}: from here on\n−1 attracts at every β",
                          (float(ds.r_fine[gone[0]]), 0.0), xytext=(8, 4),
                          textcoords="offset points", va="bottom")
     axb.plot([], [], color="0.3", lw=1.2, label=r"theory $\beta_c(d, r)$")
-    axb.set_xlabel("block strength r")
-    axb.set_ylabel(r"$\beta_c$")
-    axb.set_ylim(bottom=0.0)
-    axb.set_title(f"antipodal threshold of an {knob_attr(ds, 'activation')} block")
+    axb.set(xlabel="block strength r", ylabel=r"$\beta_c$", ylim=(0.0, None),
+            title=f"antipodal threshold of an {knob_attr(ds, 'activation')} block")
     axb.legend()
-    n = int(ds.n_traj.values.max())
     return laid_out(fig, f"Odd block: the threshold (t = {float(knob_attr(ds, 'T')):g} from "
-                         f"1 + Z = {float(knob_attr(ds, 'gap0')):g}, {n:,} trajectories a point)")
+                         f"1 + Z = {float(knob_attr(ds, 'gap0')):g}, "
+                         f"{int(ds.n_traj.values.max()):,} trajectories a point)")
 
 
 FIGURE = Figure.declared(
@@ -279,9 +257,9 @@ FIGURE = Figure.declared(
     description="feedforward blocks: the antipodal threshold beta_c(d, r) of an erf block, "
                 "measured from the exponent at -1 (ours)",
     schema={"d": integers(3), "activation": choice(ODD_ACTIVATIONS), **BLOCK_SCHEMA,
-                           "gap0": real(0.0, 1e-6, strict_min=True),
-                           "Ls": all_of(integers(1, distinct=True, increasing=True),
-                                        _coarse_and_fine, whole_layers("T", "Ls"))},
+            "gap0": real(0.0, 1e-6, strict_min=True),
+            "Ls": all_of(integers(1, distinct=True, increasing=True), _coarse_and_fine,
+                         whole_layers("T", "Ls"))},
     grid={"d": "d", "r": "rs", "beta": "betas", "L": "Ls"},
     fixed=("activation", "n_traj", "T", "attention", "ff_width", "gap0"))
 compute, cost = FIGURE.compute, FIGURE.cost

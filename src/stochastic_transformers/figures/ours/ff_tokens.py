@@ -1,10 +1,9 @@
 r"""Feedforward blocks, N tokens: no antipodal pairs with ReLU, more with erf (ours).
 
-N tokens, Gaussian values, :math:`B = I`, softmax, d = 4, through the literal N-token map
-with a random feedforward block of strength r (:mod:`stochastic_transformers.kernels.feedforward`).
-Coinciding tokens receive the same block increment, so a two-point split stays one, and the
-block adds :math:`2r(d-1)E[\varphi_{\rm even}(g)^2]` to its drift at -1.  The figure counts,
-at time T, the configurations with an antipodal pair and the sizes of the antipodal splits,
+N tokens, softmax, d = 4, through the literal N-token map with a random feedforward block of
+strength r.  Coinciding tokens receive the same block increment, so a two-point split stays one,
+and the block adds :math:`2r(d-1)E[\varphi_{\rm even}(g)^2]` to its drift at -1.  The figure
+counts, at T, the configurations with an antipodal pair and the sizes of the antipodal splits,
 for the paper's model (r = 0) and with ReLU and erf blocks.
 """
 
@@ -21,17 +20,14 @@ from ...stats import two_proportion_z
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import choices, integers
 from ..spec import Figure
-from .ff_pairs import BLOCK_SCHEMA, block_model, markdown_table, run_title, signed, verdict
+from ..words import markdown_table, signed, verdict
+from .ff_pairs import BLOCK_SCHEMA, band_points, block_model, run_title
 
 _COMMON = dict(d=4, activations=("relu", "erf"), attention="softmax", tol=1e-3, ff_width=8,
-               seed=0)
-SCALES = {
-    "smoke": dict(_COMMON, n_tokens=(4,), rs=(0.0, 0.5), betas=(2.0,), n_traj=100, L=20, T=2.0),
-    "quick": dict(_COMMON, n_tokens=(4, 8), rs=(0.0, 0.5), betas=(1.0, 2.0, 4.0), n_traj=500,
-                  L=100, T=20.0),
-    "paper": dict(_COMMON, n_tokens=(4, 8), rs=(0.0, 0.5), betas=(1.0, 2.0, 4.0), n_traj=2000,
-                  L=100, T=20.0),
-}
+               seed=0, rs=(0.0, 0.5))
+_FULL = dict(_COMMON, n_tokens=(4, 8), betas=(1.0, 2.0, 4.0), L=100, T=20.0)
+SCALES = {"smoke": dict(_COMMON, n_tokens=(4,), betas=(2.0,), n_traj=100, L=20, T=2.0),
+          "quick": dict(_FULL, n_traj=500), "paper": dict(_FULL, n_traj=2000)}
 #: Largest split recorded (tokens in the smaller of two antipodal clusters).
 MAX_SPLIT = 32
 
@@ -42,24 +38,20 @@ def cell(*, n_tokens, activation, r, beta, d, n_traj, L, T, attention, tol, ff_w
     splits; and the 1% quantile of 1 + (smallest pairwise overlap)."""
     model = block_model(d=d, beta=beta, attention=attention, r=r, ff_width=ff_width,
                         activation=activation)
-    # r = 0 runs the N-token map itself (not the reduced path) so that every arm of the
-    # figure is the same literal computation.
+    # r = 0 runs the N-token map itself (not the reduced path), like every other arm
     method = "literal" if r > 0 else full_method(n_tokens, d)
     ds = simulate(model, RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, seed=seed,
                                    tol=tol, method=method, n_threads=cell_threads()))
     g = ds.gram.values
-    anti = has_antipodal_pair(g, tol)
-    clustered = is_clustered(g, tol)
-    k = n_clusters(g, tol)
+    anti, clustered, k = has_antipodal_pair(g, tol), is_clustered(g, tol), n_clusters(g, tol)
     size0 = np.sum(g[:, 0, :] >= 1.0 - tol, axis=-1)
     smaller = np.minimum(size0, n_tokens - size0)
     two_antipodal = clustered & anti & (k == 2)
     splits = np.bincount(smaller[two_antipodal], minlength=MAX_SPLIT + 1)[:MAX_SPLIT + 1]
-    closest = 1.0 + g.min(axis=(-2, -1))
     return {"n_antipodal_pair": int(anti.sum()), "n_clustered": int(clustered.sum()),
             "n_single": int((clustered & (k == 1)).sum()), "n_two_antipodal": int(two_antipodal.sum()),
             "split_counts": splits.astype(np.int64), "n_traj": n_traj,
-            "closest_low": float(np.quantile(closest, 0.01))}
+            "closest_low": float(np.quantile(1.0 + g.min(axis=(-2, -1)), 0.01))}
 
 
 def run(knobs, sweeps):
@@ -85,8 +77,7 @@ SECONDS_PER_WORK = 1.85e-6
 
 #: Combined (Stouffer) z above which the odd block's excess of antipodal pairs counts as
 #: shown, provided no single (N, beta) goes the other way by more than :data:`ODD_AGAINST_Z`.
-ODD_COMBINED_Z = 3.0
-ODD_AGAINST_Z = 2.0
+ODD_COMBINED_Z, ODD_AGAINST_Z = 3.0, 2.0
 
 
 def summary(ds) -> dict:
@@ -114,7 +105,6 @@ def summary(ds) -> dict:
     blocked = ds.sel(r=r_block)
     if even:
         out["even_pairs"] = int(blocked.n_antipodal_pair.sel(activation=even).sum())
-        out["even_configs"] = int(blocked.n_traj.sel(activation=even).sum())
         out["even_single_min"] = float(blocked.p_single.sel(activation=even).min())
         out["even_block_no_pairs"] = out["even_pairs"] == 0
     if odd:
@@ -125,10 +115,9 @@ def summary(ds) -> dict:
                              for i, n in enumerate(arm.n_tokens.values)
                              for j, b in enumerate(arm.beta.values)}
         combined = float(z.sum() / np.sqrt(z.size))
-        out["odd_gain_combined_z"] = combined
-        out["odd_gain_min_z"] = float(z.min())
-        out["odd_gain_n_more"], out["odd_gain_n"] = int(np.sum(z > 0)), int(z.size)
-        out["odd_block_more_pairs"] = bool(combined > ODD_COMBINED_Z and z.min() > -ODD_AGAINST_Z)
+        out.update(odd_gain_combined_z=combined, odd_gain_min_z=float(z.min()),
+                   odd_gain_n_more=int(np.sum(z > 0)), odd_gain_n=int(z.size),
+                   odd_block_more_pairs=bool(combined > ODD_COMBINED_Z and z.min() > -ODD_AGAINST_Z))
     return out
 
 
@@ -150,28 +139,21 @@ def phrases(stats) -> dict[str, str]:
 
 def tables(stats) -> dict[str, str]:
     """The page's folded table (Markdown) ``fractions``: by (N, beta), the fraction of
-    configurations with an antipodal pair without a block and with each, the share of
-    balanced splits among the antipodal two-cluster outcomes (a column left out where no
-    arm has any), and the two-proportion z of the odd block's excess."""
-    rows = list(stats["rows"].items())
-    arms = [k for k in rows[0][1] if not k.endswith("_balanced")]
-    balanced = [a for a in arms if any(np.isfinite(row[f"{a}_balanced"]) for _, row in rows)]
-    names = {a: "no block" if a == "none" else a for a in arms}
-    header = (["N, β"] + [f"antipodal pair, {names[a]}" for a in arms]
-              + [f"balanced share, {names[a]}" for a in balanced])
-    gains = stats.get("odd_gain_z", {})
-    if gains:
-        header.append("z of the erf excess")
-    def share(value):  # three decimals, a dash where undefined
-        return None if np.isnan(value) else f"{value:.3f}"
-
-    body = []
-    for key, row in rows:
-        n, beta = key.split("_")
-        body.append([f"{n}, {beta}"] + [share(row[a]) for a in arms]
-                    + [share(row[f"{a}_balanced"]) for a in balanced]
-                    + ([signed(gains[key])] if gains else []))
-    return {"fractions": markdown_table(header, body)}
+    configurations with an antipodal pair without a block and with each, the share of balanced
+    splits among the antipodal two-cluster outcomes (only for arms that have any), and the
+    two-proportion z of the odd block's excess."""
+    rows, gains = stats["rows"], stats.get("odd_gain_z", {})
+    arms = [k for k in next(iter(rows.values())) if not k.endswith("_balanced")]
+    balanced = [f"{a}_balanced" for a in arms
+                if any(np.isfinite(row[f"{a}_balanced"]) for row in rows.values())]
+    name = {a: "no block" if a == "none" else a for a in arms}
+    head = (["N, β"] + [f"antipodal pair, {name[a]}" for a in arms]
+            + [f"balanced share, {name[a[:-9]]}" for a in balanced]
+            + (["z of the erf excess"] if gains else []))
+    body = [[key.replace("_", ", ")] + [None if np.isnan(row[a]) else f"{row[a]:.3f}"
+                                        for a in arms + balanced]
+            + ([signed(gains[key], 1)] if gains else []) for key, row in rows.items()]
+    return {"fractions": markdown_table(head, body, numeric=True)}
 
 
 def plot(ds):
@@ -189,29 +171,19 @@ def plot(ds):
     fig, (ax, axs) = plt.subplots(2, 1, figsize=(7.2, 7.4))
     for colour, (label, act, r) in zip(colours, arms):
         for ls, n in zip(("-", "--", ":"), ds.n_tokens.values):
-            sub = ds.sel(n_tokens=n, activation=act, r=r)
-            p = sub.p_antipodal_pair.values
-            err = np.vstack([p - sub.p_antipodal_pair_low.values,
-                             sub.p_antipodal_pair_high.values - p])
-            ax.errorbar(sub.beta, p, yerr=err, fmt="o", ls=ls, ms=3, lw=1, capsize=2,
-                        color=colour, label=f"{label}, N = {int(n)}")
-    ax.set_xlabel(r"$\beta$")
-    ax.set_ylabel("P(an antipodal pair at T)")
-    ax.set_ylim(-0.02, 1.02)
+            band_points(ax, ds.sel(n_tokens=n, activation=act, r=r), "p_antipodal_pair", ls=ls,
+                        ms=3, color=colour, label=f"{label}, N = {int(n)}")
+    ax.set(xlabel=r"$\beta$", ylabel="P(an antipodal pair at T)", ylim=(-0.02, 1.02))
     ax.legend(ncol=2)
-    top = float(ds.beta.max())
-    width = 0.8 / len(arms)
-    n_max = int(ds.n_tokens.max())
+    top, width, n_max = float(ds.beta.max()), 0.8 / len(arms), int(ds.n_tokens.max())
+    sizes = np.arange(1, n_max // 2 + 1)
     for i, (colour, (label, act, r)) in enumerate(zip(colours, arms)):
         sub = ds.sel(n_tokens=n_max, activation=act, r=r, beta=top)
-        counts = sub.split_counts.values[1:n_max // 2 + 1]
-        share = counts / max(int(sub.n_traj), 1)
-        axs.bar(np.arange(1, n_max // 2 + 1) + (i - (len(arms) - 1) / 2) * width, share,
+        axs.bar(sizes + (i - (len(arms) - 1) / 2) * width,
+                sub.split_counts.values[sizes] / max(int(sub.n_traj), 1),
                 width=width, color=colour, label=label)
-    axs.set_xticks(np.arange(1, n_max // 2 + 1))
-    axs.set_xlabel(f"tokens in the smaller cluster (N = {n_max})")
-    axs.set_ylabel("share of trajectories")
-    axs.set_title(rf"antipodal two-cluster splits at $\beta$ = {top:g}")
+    axs.set(xticks=sizes, xlabel=f"tokens in the smaller cluster (N = {n_max})",
+            ylabel="share of trajectories", title=rf"antipodal two-cluster splits at $\beta$ = {top:g}")
     axs.legend()
     return laid_out(fig, run_title("N tokens with a feedforward block", ds))
 

@@ -1,16 +1,12 @@
-r"""Figure 4's page: the panels of its plot, the sentences that read its summary, its tables.
-
-The page's verdict sentences depend on the numbers (where the discrete model follows
-Proposition 1, what the depth check shows, whether the limit has clustered by the horizon
-at the reference cells); :func:`phrases` builds them from :func:`.fig4.summary` alone, so
-that the notebook's only hidden code is the glue call.
-"""
+r"""Figure 4's page: the panels of its plot and the sentences and tables that read
+:func:`.fig4.summary` (Markdown, for ``{glue:md}``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ... import theory
+from ..words import markdown_table
 
 
 def plot_map(ax, ds, L, colours, refs, small_step, title):
@@ -35,26 +31,24 @@ def plot_map(ax, ds, L, colours, refs, small_step, title):
     ax.plot(bf, small_step * 2.0 * np.sqrt(L) * np.exp(-bf), color="0.25", ls=":", lw=1.4)
     if refs:
         ax.plot(*zip(*refs), "o", mfc="none", mec="k", ms=5, mew=1.0)
-    ax.set_xlim(*extent[:2])
-    ax.set_ylim(*extent[2:])
-    ax.set(xlabel=r"$\beta$", ylabel=r"$\varepsilon$", title=title)
+    ax.set(xlim=extent[:2], ylim=extent[2:], xlabel=r"$\beta$", ylabel=r"$\varepsilon$",
+           title=title)
 
 
 def map_legend(ax, colours, small_step):
     """What the maps' colours, curves and circles mean, in an axes of its own."""
-    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    line = plt.Line2D
     ax.axis("off")
     ax.legend(handles=[
         Patch(color=colours[0], label="single cluster dominant"),
         Patch(color=colours[1], label="antipodal pair dominant"),
-        line([], [], ls="none", marker="o", mfc="none", mec="k",
-             label="reference cell (limit at T)"),
-        line([], [], color="k", ls="--", label=r"$\varepsilon_c=\sqrt{2e^{-\beta}}$"),
-        line([], [], color="0.25", ls=":",
-             label=rf"random step $\varepsilon e^\beta/(2\sqrt{{L}})$ = {small_step:g}")],
+        Line2D([], [], ls="none", marker="o", mfc="none", mec="k",
+               label="reference cell (limit at T)"),
+        Line2D([], [], color="k", ls="--", label=r"$\varepsilon_c=\sqrt{2e^{-\beta}}$"),
+        Line2D([], [], color="0.25", ls=":",
+               label=rf"random step $\varepsilon e^\beta/(2\sqrt{{L}})$ = {small_step:g}")],
         loc="center", ncol=2, frameon=False)
 
 
@@ -81,9 +75,8 @@ def plot_collapse(ax, ds, title):
     if len(Ls) == 2:
         ax.plot([], [], "--", color="0.4", lw=1, label=f"L = {int(Ls[0])}")
         ax.plot([], [], "-", color="0.4", lw=1, label=f"L = {int(Ls[1])} (band: 95%)")
-    ax.set_xlim(0, min(4.0, float(np.nanmax(ratio[shown]))))
-    ax.set(xlabel=r"$\varepsilon / \varepsilon_c(\beta)$", ylabel="antipodal at T",
-           title=title)
+    ax.set(xlim=(0, min(4.0, float(np.nanmax(ratio[shown])))), title=title,
+           xlabel=r"$\varepsilon / \varepsilon_c(\beta)$", ylabel="antipodal at T")
     return ax.get_legend_handles_labels()
 
 
@@ -96,37 +89,17 @@ def plot_depth_check(ax, ds, colours, title):
                         ds[f"depth_p_{name}_high"].values, color=colour, alpha=0.25, lw=0)
         ax.plot(check_L, ds[f"depth_p_{name}"].values, "o-", color=colour, ms=4, label=label)
     ax.plot(check_L, ds.depth_p_unclustered.values, "s:", color="0.4", ms=3, label="unclustered")
-    ax.set_xscale("log")
-    ax.set_ylim(-0.03, 1.03)
-    ax.set(xlabel="depth scale L", ylabel="fraction at T", title=title)
+    ax.set(xscale="log", ylim=(-0.03, 1.03), xlabel="depth scale L", ylabel="fraction at T",
+           title=title)
     ax.legend(loc="center right")
-
-
-def page_values(stats) -> dict:
-    """The summary as the page glues it: without its lists of cells (thousands of keys that
-    no sentence quotes; the maps and the tables show them)."""
-    def keep(d, drop=("wrong_cells", "undecided_cells", "cells")):
-        return {k: keep(v) if isinstance(v, dict) else v for k, v in d.items() if k not in drop}
-
-    return keep(stats)
-
-
-def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent sentences (Markdown): ``misses`` (where the map at the
-    first L leaves the predicted side), ``deeper`` (what the deepest map changes),
-    ``depth`` (what the depth check shows) and ``horizon`` (the limit at T at the
-    reference cells)."""
-    return {"misses": _misses(stats), "deeper": _deeper(stats), "depth": _depth(stats),
-            "horizon": _horizon(stats)}
 
 
 def _misses(s) -> str:
     n_small, wrong_small = s["n_decided_small_step"], s["n_wrong_small_step"]
     text = ("no decided cell has small steps" if not n_small else
             f"all {n_small:,} decided cells where a layer's random step is small are on it"
-            if not wrong_small else
-            f"{wrong_small:,} of the {n_small:,} decided cells where a layer's random step is "
-            "small are not")
+            if not wrong_small else f"{wrong_small:,} of the {n_small:,} decided cells where "
+            "a layer's random step is small are not")
     large = s["n_wrong_large_step_above"]
     if large and large == s["n_wrong"]:
         text += (", and every miss lies above the curve where the steps are large; there the "
@@ -145,10 +118,10 @@ def _deeper(s) -> str:
             else "stays at")
     text = f"At $L$ = {s['L_last']} that share {verb} **{last:.0%}**."
     if verb == "rises to" and s["depth_check_limit_reached"] and s["check_limit_reached"]:
-        text += (f" Of the {s['n_wrong']:,} misses at $L$ = {s['L_first']}, {s['fixed_by_depth']:,}"
-                 f" are on the predicted side at $L$ = {s['L_last']}, {s['undecided_by_depth']:,} "
-                 f"are undecided and {s['still_wrong']:,} remain. Only one point (panel d) was "
-                 f"rerun to $L$ = {s['depth_check_L'][-1]:,}, and there the miss disappears.")
+        text += (" No miss stays on the wrong side" if s["depth_reading"] == "all_fixed" else
+                 f" {s['still_wrong']:,} of the {s['n_wrong']:,} misses stay")
+        text += (f"; only one point (panel d) was rerun to $L$ = {s['depth_check_L'][-1]:,}, "
+                 "and there the miss disappears.")
     return text
 
 
@@ -168,69 +141,64 @@ def _depth(s) -> str:
 
 
 def _horizon(s) -> str:
-    ref, L1, L2 = s["reference"], s["L_first"], s["L_last"]
+    ref = s["reference"]
     if not ref["n"]:
         return "This grid has no reference cell."
     if not s["limit_undecided_near_curve"]:
         return (f"The limit has clustered by T at each of the {ref['n']} reference cells "
                 f"(unclustered fraction at most {ref['limit_unclustered_max']:.2f}).")
-    text = (f"At {_of(ref['n_limit_undecided'], ref['n'])} reference cells the limit "
-            "itself has not clustered by T (unclustered fraction "
-            f"{ref['limit_unclustered_min']:.2f} to {ref['limit_unclustered_max']:.2f}): what "
-            "is missing there is a longer horizon, not a larger L.")
+
+    def of(k):
+        return f"each of the {ref['n']}" if k == ref["n"] else f"{k} of the {ref['n']}"
+
+    text = (f"At {of(ref['n_limit_undecided'])} reference cells the limit itself has not "
+            f"clustered by T (unclustered fraction {ref['limit_unclustered_min']:.2f} to "
+            f"{ref['limit_unclustered_max']:.2f}): what is missing there is a longer horizon, "
+            "not a larger L.")
     if s["ahead_small_step"]:
-        text += (f" The map at L = {L1} nonetheless shows the antipodal pair at "
+        text += (f" The map at L = {s['L_first']} nonetheless shows the antipodal pair at "
                  f"{ref['n_ahead_small_step']} of them ({ref['ahead_antipodal_min']:.0%} to "
                  f"{ref['ahead_antipodal_max']:.0%} of the trajectories, against at most "
                  f"{ref['ahead_limit_antipodal_max']:.0%} in the limit): there its small but "
                  "finite steps approach −1 faster than the limit does (last row of each "
                  "depth in the table).")
-    return text + (f" At L = {L2} the map is undecided at "
-                   f"{_of(ref['n_undecided_last'], ref['n'])} reference cells.")
+    return text + (f" At L = {s['L_last']} the map is undecided at "
+                   f"{of(ref['n_undecided_last'])} reference cells.")
 
 
-def _of(k, n) -> str:
-    return f"each of the {n}" if k == n else f"{k} of the {n}"
+def _tables(stats) -> dict[str, str]:
+    """``counts_table``: at each L the cells off the band, undecided, decided and on the
+    predicted side, in all and by the size of a step's random part; ``reference_table``: at
+    each reference cell the limit's and each map's fractions at T, the step's random part
+    and the ratio of the approach rates to -1."""
+    by_L, cells = stats["by_L"], stats["reference"]["cells"]
 
-
-def _number(value) -> str:
-    """Two decimals with a true minus sign, a dash for a missing value, never a negative
-    zero."""
-    if not np.isfinite(value):
-        return "–"
-    return f"{value:.2f}".replace("-0.00", "0.00").replace("-", "−")
-
-
-def counts_table(stats):
-    """At each L: the cells away from the band, undecided, decided and on the predicted side,
-    in all and by the size of a step's random part."""
-    import pandas as pd
-
-    def agree(s, suffix):
+    def agree(s, suffix=""):
         return f"{s['n_agree' + suffix]:,} of {s['n_decided' + suffix]:,}"
 
-    return pd.DataFrame({f"L = {L}": {
-        "cells off the band": f"{s['n_away']:,}",
-        "undecided at T": f"{s['n_undecided']:,}",
-        "on the predicted side": agree(s, ""),
-        "share": f"{s['share_agree']:.0%}",
-        "small steps: on it": agree(s, "_small_step"),
-        "large steps: on it": agree(s, "_large_step")} for L, s in stats["by_L"].items()})
+    counts = markdown_table([""] + [f"L = {L}" for L in by_L], [
+        [name] + [value(s) for s in by_L.values()] for name, value in (
+            ("cells off the band", lambda s: f"{s['n_away']:,}"),
+            ("undecided at T", lambda s: f"{s['n_undecided']:,}"),
+            ("on the predicted side", agree), ("share", lambda s: f"{s['share_agree']:.0%}"),
+            ("small steps: on it", lambda s: agree(s, "_small_step")),
+            ("large steps: on it", lambda s: agree(s, "_large_step")))], numeric=True)
+    rows = [("ε", lambda c: c["epsilon"]), ("limit: antipodal", lambda c: c["limit_antipodal"]),
+            ("limit: unclustered", lambda c: c["limit_unclustered"])]
+    for L in by_L:
+        rows += [(f"L = {L}: {name}", lambda c, L=L, k=k: c["by_L"][L][k]) for name, k in (
+            ("antipodal", "p_antipodal"), ("unclustered", "p_unclustered"),
+            ("random step", "step"), ("rate / limit's", "rate_ratio"))]
+    reference = markdown_table([""] + [f"β = {c['beta']:g}" for c in cells], [
+        [name] + [f"{round(v, 2) + 0.0:.2f}".replace("-", "−") if np.isfinite(v) else None
+                  for v in map(value, cells)] for name, value in rows],
+        numeric=True) if cells else ""
+    return {"counts_table": counts, "reference_table": reference}
 
 
-def reference_table(stats):
-    """At each reference cell (columns): the limit's and each map's antipodal and unclustered
-    fractions at T, the step's random part and the ratio of the approach rates to -1."""
-    import pandas as pd
-
-    columns = {}
-    for c in stats["reference"]["cells"]:
-        rows = {"ε": _number(c["epsilon"]), "limit: antipodal": _number(c["limit_antipodal"]),
-                "limit: unclustered": _number(c["limit_unclustered"])}
-        for L, v in c["by_L"].items():
-            rows |= {f"L = {L}: antipodal": _number(v["p_antipodal"]),
-                     f"L = {L}: unclustered": _number(v["p_unclustered"]),
-                     f"L = {L}: random step": _number(v["step"]),
-                     f"L = {L}: rate / limit's": _number(v["rate_ratio"])}
-        columns[f"β = {c['beta']:g}"] = rows
-    return pd.DataFrame(columns)
+def phrases(stats) -> dict[str, str]:
+    """The page's data-dependent Markdown: ``misses`` (where the map at the first L leaves
+    the predicted side), ``deeper`` (what the deepest map changes), ``depth`` (the depth
+    check), ``horizon`` (the limit at T at the reference cells) and the two tables."""
+    return {"misses": _misses(stats), "deeper": _deeper(stats), "depth": _depth(stats),
+            "horizon": _horizon(stats), **_tables(stats)}

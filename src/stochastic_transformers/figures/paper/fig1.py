@@ -14,10 +14,8 @@ keeps when the value matrix is the identity, is a multiple of the unit tangent
         e^{\beta\cos(\theta - \theta_k)}\sin(\theta_k - \theta).
 
 Its zeros are the rest points of a third token under the deterministic flow.  No
-simulation: :func:`run` evaluates the field with
-:func:`stochastic_transformers.attention.attention_paths_last`.
+simulation: :func:`run` evaluates the field.
 """
-
 
 from __future__ import annotations
 
@@ -31,6 +29,7 @@ from ...attention import attention_paths_last, tangent_projection
 from ..base import laid_out
 from ..knobs import integer, real
 from ..spec import Figure
+from ..words import verdict
 
 _BASE = dict(beta=1.0, token_angles=(0.0, 120.0), attention="unnormalized")
 SCALES = {
@@ -41,25 +40,21 @@ SCALES = {
 
 
 def _two_angles(name, value, knobs):
-    """The check of ``token_angles``: the two fixed tokens' angles, in degrees."""
+    """The check of ``token_angles``: two angles in degrees."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
         raise ValueError(f"{name} must be two angles in degrees; got {value!r}")
     return tuple(check_real(f"{name}[{i}]", a) for i, a in enumerate(value))
 
 
 def _unit(angle_rad):
-    angle_rad = np.asarray(angle_rad, dtype=float)
     return np.stack([np.cos(angle_rad), np.sin(angle_rad)], axis=-1)
 
 
 def rest_points(theta, speed):
-    """Zeros of a periodic tangential speed sampled on ``theta`` (radians, one period).
-
-    Returns ``(angles, stable)``: linearly interpolated zero crossings and whether each
-    attracts (the speed goes from positive to negative as theta increases).
-    """
-    theta = np.asarray(theta, dtype=float)
-    speed = np.asarray(speed, dtype=float)
+    """Zeros of a periodic tangential speed sampled on ``theta`` (radians, one period):
+    ``(angles, stable)``, the interpolated crossings and whether each attracts (the speed
+    goes from positive to negative)."""
+    theta, speed = np.asarray(theta, dtype=float), np.asarray(speed, dtype=float)
     nxt_t = np.append(theta[1:], theta[0] + 2 * math.pi)
     nxt_s = np.append(speed[1:], speed[0])
     angles, stable = [], []
@@ -74,13 +69,11 @@ def rest_points(theta, speed):
 
 
 def _field(theta, tokens, beta, attention):
-    r"""At the points X of angles ``theta``: X, the attention A it receives from
-    ``(X, tokens...)``, its tangent part, :math:`\langle X, A\rangle` and the signed
-    length of the tangent part along the counter-clockwise unit tangent."""
+    r"""At the points X of angles ``theta``: X, the attention A from ``(X, tokens...)``,
+    its tangent part, :math:`\langle X, A\rangle` and the tangent part along :math:`\tau`."""
     x = _unit(theta)
     seq = np.empty((len(tokens) + 1, 2, theta.size))   # one configuration per point
-    seq[0] = x.T
-    seq[1:] = tokens[:, :, None]
+    seq[0], seq[1:] = x.T, tokens[:, :, None]
     a = attention_paths_last(seq, beta, attention)[0].T
     p = tangent_projection(x, a)
     tau = np.stack([-np.sin(theta), np.cos(theta)], axis=-1)
@@ -88,15 +81,10 @@ def _field(theta, tokens, beta, attention):
 
 
 def run(knobs, sweeps):
-    r"""Evaluate the field on the circle (no sweep: ``sweeps`` is unused).
-
-    Returns a dataset with ``position(theta, component)``, ``field`` (the attention
-    :math:`A`), ``tangent_field`` (its projection :math:`P^\perp_X A`), ``radial(theta)``
-    and ``tangential(theta)`` (the components along X and along the unit tangent), the
-    same two on a fine grid (``radial_fine``, ``tangential_fine`` over ``theta_fine``), the
-    fixed ``tokens(token, component)``, and the rest points of the projected flow
-    (``rest_angle(rest)`` in degrees, ``rest_stable(rest)``).
-    """
+    r"""The field on the circle (no sweep): ``position(theta, component)``, ``field``
+    (:math:`A`), ``tangent_field`` (:math:`P^\perp_X A`), ``radial`` and ``tangential``
+    (along X and :math:`\tau`; also on ``theta_fine``), the fixed ``tokens`` and the rest
+    points of the projected flow (``rest_angle`` in degrees, ``rest_stable``)."""
     beta, attention, angles = knobs["beta"], knobs["attention"], knobs["token_angles"]
     tokens = _unit(np.deg2rad(angles))
     theta = np.linspace(0.0, 2 * math.pi, knobs["n_arrows"], endpoint=False)
@@ -118,8 +106,8 @@ def run(knobs, sweeps):
          "rest_stable": (("rest",), stable)},
         coords={"theta": np.rad2deg(theta), "theta_fine": np.rad2deg(theta_fine),
                 "component": ["x", "y"], "token": [1, 2]})
-    ds.theta.attrs["units"] = "degree"
-    ds.theta_fine.attrs["units"] = "degree"
+    for coord in ("theta", "theta_fine"):
+        ds[coord].attrs["units"] = "degree"
     ds.attrs.update(beta=beta, attention=attention, token_angles_deg=list(angles), B="identity")
     return ds
 
@@ -127,37 +115,30 @@ def run(knobs, sweeps):
 def pull_peak_angle(beta):
     r"""Angle (degrees) at which one token's tangential pull :math:`e^{\beta\cos\varphi}\sin\varphi`
     is largest: :math:`\cos\varphi^* = (\sqrt{1+4\beta^2}-1)/(2\beta)` (90 at beta = 0)."""
-    beta = float(beta)
-    if beta == 0.0:
-        return 90.0
-    return math.degrees(math.acos((math.sqrt(1.0 + 4.0 * beta * beta) - 1.0) / (2.0 * beta)))
+    b = float(beta)
+    return 90.0 if b == 0.0 else math.degrees(math.acos((math.sqrt(1 + 4 * b * b) - 1) / (2 * b)))
 
 
 def summary(ds) -> dict:
-    """Numbers the page quotes: how radial the unnormalised field is, how tangent its
-    projection, the rest points, and whether the midpoint of the shorter arc between the
-    fixed tokens attracts.
+    """Numbers the page quotes: how radial the unnormalised field is (``field_points_outward``:
+    positive radial part on the whole fine grid), how tangent its projection, the rest
+    points, and what the midpoint of the shorter arc between the fixed tokens does.
 
     By symmetry that midpoint is a rest point; it attracts iff the half-separation is
-    below :func:`pull_peak_angle` (beyond it each token's pull weakens with distance).
-    ``stable_rest_on_arc`` and ``unstable_rest_on_arc`` are the rest points strictly
-    inside that shorter arc, and ``midpoint_only_rest_on_arc`` says whether the midpoint is
-    the only one: then, the flow on the circle being one-dimensional, a stable midpoint
-    draws every token placed between the two fixed tokens (``midpoint_attracts_arc``).
-    ``field_points_outward`` says whether the radial component of the unnormalised field
-    is positive everywhere on the fine grid (the field points out of the circle).
+    below :func:`pull_peak_angle`.  If it is the only rest point strictly inside the arc
+    (``midpoint_only_rest_on_arc``), the flow on the circle being one-dimensional, a
+    stable midpoint draws every token between the fixed ones (``midpoint_attracts_arc``).
     """
     a_norm = np.linalg.norm(ds.field.values, axis=-1)
     t1, t2 = (float(v) for v in ds.attrs["token_angles_deg"])
     gap = (t2 - t1) % 360.0
-    half = gap / 2 if gap <= 180 else (360.0 - gap) / 2
-    mid = (t1 + gap / 2) % 360.0 if gap <= 180 else (t2 + (360.0 - gap) / 2) % 360.0
+    # the shorter arc between the tokens: it leaves from ``start`` and spans 2 * half
+    start, half = (t1, gap / 2) if gap <= 180 else (t2, (360.0 - gap) / 2)
+    mid = (start + half) % 360.0
     rest = ds.rest_angle.values
     mid_idx = int(np.argmin(np.abs((rest - mid + 180.0) % 360.0 - 180.0))) if rest.size else -1
-    # rest points strictly inside the shorter arc (its start: the token the arc leaves from)
-    start = t1 if gap <= 180 else t2
     offset = (rest - start) % 360.0
-    on_arc = (offset > 1e-9) & (offset < 2 * half - 1e-9)
+    on_arc = (offset > 1e-9) & (offset < 2 * half - 1e-9)   # strictly inside the arc
     stable = ds.rest_stable.values.astype(bool)
     others = [i for i in np.flatnonzero(on_arc) if i != mid_idx]
     mid_stable = bool(stable[mid_idx]) if mid_idx >= 0 else None
@@ -187,29 +168,22 @@ def _degrees(values) -> str:
 
 
 def phrases(stats) -> dict[str, str]:
-    """The page's words (plain text): ``verdict`` (whether the paper's point is reproduced),
-    the rest points in degrees (``stable_rest_text``, ``unstable_rest_text``) and
+    """The page's words: ``verdict``, the rest points in degrees (``*_rest_text``) and
     ``midpoint_reading``, what the midpoint between the fixed tokens does."""
-    tangent = stats["max_abs_dot_x"] < 1e-12
-    if stats["field_points_outward"] and tangent:
-        verdict = (f"Reproduced: the unnormalised field points out of the circle everywhere "
-                   f"(on average {stats['mean_radial_share']:.0%} of an arrow is radial), and "
-                   "its projection is tangent to the circle up to rounding.")
-    elif tangent:
-        verdict = ("Partly reproduced: the projection is tangent to the circle, but with these "
-                   "settings the unnormalised field points into the circle in places.")
-    else:
-        verdict = "Not reproduced: the projected field is not tangent to the circle."
-    if stats["midpoint_attracts_arc"]:
-        midpoint = "attracts: a token placed anywhere between the two ends there"
-    elif stats["midpoint_stable"]:
-        midpoint = "attracts the tokens near it, but other rest points lie between the two"
-    else:
-        beside = " or ".join(f"{v:.1f}°" for v in stats["stable_rest_on_arc"]) or "none"
-        midpoint = ("repels: a token between the two is drawn to the stable point beside the "
-                    f"nearer one ({beside})")
-    return {"verdict": verdict, "midpoint_reading": midpoint,
-            "stable_rest_text": _degrees(stats["stable_rest"]),
+    beside = " or ".join(f"{v:.1f}°" for v in stats["stable_rest_on_arc"]) or "none"
+    midpoint = ("attracts: a token placed anywhere between the two ends there"
+                if stats["midpoint_attracts_arc"] else
+                "attracts the tokens near it, but other rest points lie between the two"
+                if stats["midpoint_stable"] else "repels: a token between the two is drawn "
+                f"to the stable point beside the nearer one ({beside})")
+    checks = [(stats["field_points_outward"],
+               f"the unnormalised field points out of the circle everywhere (on average "
+               f"{stats['mean_radial_share']:.0%} of an arrow is radial)",
+               "with these settings the unnormalised field points into the circle in places"),
+              (stats["max_abs_dot_x"] < 1e-12, "its projection is tangent to the circle up to "
+               "rounding", "the projected field is not tangent to the circle")]
+    return {"verdict": verdict(checks, ("Reproduced", "Partly reproduced", "Not reproduced")),
+            "midpoint_reading": midpoint, "stable_rest_text": _degrees(stats["stable_rest"]),
             "unstable_rest_text": _degrees(stats["unstable_rest"])}
 
 
@@ -219,19 +193,16 @@ def plot(ds):
 
     from ...style import palette
 
-    col = palette(10)
-    arrow_c, token_c, rest_c = col[0], col[3], col[2]
+    arrow_c, rest_c, token_c = (palette(10)[i] for i in (0, 2, 3))
     x = ds.position.values
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 4.2))
-    circle = np.linspace(0, 2 * math.pi, 400)
     label = "A^U" if ds.attrs.get("attention", "unnormalized") == "unnormalized" else "A^S"
     titles = [rf"(a) ${label}_\beta(X, \mathbf{{X}})$",
               rf"(b) $P^\perp_X[{label}_\beta(X, \mathbf{{X}})]$"]
     for ax, var, title in zip(axes, ("field", "tangent_field"), titles):
-        ax.plot(np.cos(circle), np.sin(circle), color="0.6", lw=1)
+        ax.plot(*_unit(np.linspace(0, 2 * math.pi, 400)).T, color="0.6", lw=1)
         v = ds[var].values
-        # Each panel has its own arrow scale (the longest arrow is 0.7 of the radius);
-        # the true lengths are in the titles.
+        # Each panel has its own arrow scale (the longest arrow is 0.7 of the radius).
         longest = float(np.linalg.norm(v, axis=-1).max())
         ax.quiver(x[:, 0], x[:, 1], v[:, 0], v[:, 1], angles="xy", scale_units="xy",
                   scale=longest / 0.7 if longest > 0 else 1.0, color=arrow_c, width=0.006,
@@ -239,17 +210,15 @@ def plot(ds):
         ax.plot(x[:, 0], x[:, 1], "o", ms=2.5, color="0.3", zorder=3)
         for k, tok in enumerate(ds.tokens.values, start=1):
             ax.plot(*tok, "o", ms=9, color=token_c, zorder=5)
-            ax.annotate(rf"$X^{k}$", tok, xytext=(0.76 * tok[0], 0.76 * tok[1]), ha="center",
-                        va="center", color=token_c)
+            ax.annotate(rf"$X^{k}$", tok, xytext=0.76 * tok, ha="center", va="center",
+                        color=token_c)
         ax.set(aspect="equal", xlim=(-1.75, 1.75), ylim=(-1.75, 1.75),
                title=f"{title}\nlongest arrow: {longest:.2f}")
         ax.axis("off")
-    ax = axes[1]
-    for ang, stable in zip(ds.rest_angle.values, ds.rest_stable.values):
-        ax.plot(*_unit(np.deg2rad(ang)), marker="o", ms=7, mfc=rest_c if stable else "white",
-                mec=rest_c, mew=1.5, ls="none", zorder=6)
-    ax.plot([], [], "o", ms=7, color=rest_c, label="stable rest point")
-    ax.plot([], [], "o", ms=7, mfc="white", mec=rest_c, mew=1.5, label="unstable rest point")
+    for stable, face in ((True, rest_c), (False, "white")):
+        at = _unit(np.deg2rad(ds.rest_angle.values[ds.rest_stable.values == stable]))
+        axes[1].plot(at[:, 0], at[:, 1], "o", ms=7, mfc=face, mec=rest_c, mew=1.5, zorder=6,
+                     label=f"{'stable' if stable else 'unstable'} rest point")
     fig.legend(loc="lower center", ncol=2)
     angles = " and ".join(f"{v:g}°" for v in ds.attrs["token_angles_deg"])
     return laid_out(fig, rf"$\beta$ = {ds.attrs['beta']:g}, $Q = K = \mathrm{{Id}}$, "

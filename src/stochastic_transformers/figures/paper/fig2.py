@@ -22,6 +22,7 @@ from ...stats import paired_comparison, t_interval
 from ..._validation import check_int
 from ..knobs import choices, integer
 from ..spec import Figure
+from ..words import markdown_table
 
 #: Environment variable naming the CIFAR-10 folder of the paper scale.
 CIFAR10_ENV = "STOCHASTIC_TRANSFORMERS_CIFAR10"
@@ -37,25 +38,22 @@ SCALES = {
               "warmup_epochs": 8, "seeds": 5, "lr": 1e-3, "device": None, "data_dir": None},
 }
 
-#: A harder task made from the digits (200 training images instead of 1,437), run next to
-#: each CPU scale as overrides of it: ``compute(scale, **HARDER_TASK[scale])``.  More
-#: epochs, since an epoch is only two steps.
+#: A harder task made from the digits (200 training images instead of 1,437; more epochs,
+#: an epoch being two steps) beside each CPU scale: ``compute(scale, **HARDER_TASK[scale])``.
 HARDER_TASK = {
     "smoke": {"dataset": "digits-small", "epochs": 2, "warmup_epochs": 1},
     "quick": {"dataset": "digits-small", "epochs": 60, "warmup_epochs": 6},
 }
 
-#: The committed CPU study the book shows in place of the paper scale (CIFAR-10 and a GPU):
-#: ``OMP_NUM_THREADS=1 reproduce fig2 --scale quick --set seeds=30`` on the digits
-#: (``results/fig2_cpu.nc``) and with :data:`HARDER_TASK` (``results/fig2_cpu_small.nc``).
+#: The committed CPU study shown in place of the paper scale: ``reproduce fig2 --scale quick
+#: --set seeds=30`` on the digits (``results/fig2_cpu.nc``) and with :data:`HARDER_TASK`.
 STAND_IN = ("cpu", "CPU study at the quick settings with 30 seed pairs")
 STAND_IN_HARDER = "cpu_small"   # the committed harder task beside it
 
 
 def harder_task(shown: str, *, cache_dir=None, progress=False, **overrides):
-    """The harder task next to the shown result, or None where it has none (CIFAR-10): the
-    committed ``results/fig2_cpu_small.nc`` beside the CPU study (``shown == STAND_IN[0]``),
-    else the shown scale with :data:`HARDER_TASK`'s overrides on top of ``overrides``."""
+    """The harder task beside the shown result: the committed one beside the CPU study,
+    else the shown scale with :data:`HARDER_TASK` on top of ``overrides``; None for CIFAR-10."""
     from ..base import load_committed
 
     if shown == STAND_IN[0]:
@@ -75,7 +73,6 @@ _LABELS = {"identity": "constant: one identity V", "gaussian": "random: a Gaussi
 #: How the page and the plot name each task.
 TASKS = {"digits": "the 8 x 8 digits", "digits-small": "the 200-image digits task",
          "cifar10": "CIFAR-10"}
-
 VIT_EXTRA = "pip install 'stochastic-transformers[vit]'  (PyTorch and scikit-learn)"
 
 
@@ -96,10 +93,9 @@ def _require_vit():
 
 
 def knob_defaults() -> dict:
-    """The knobs that no scale sets, with their defaults: every flat field of
-    ``training.TrainConfig`` (:meth:`~..training.TrainConfig.flat`) but :data:`NOT_KNOBS`,
-    then :data:`OWN_KNOBS`.  Without the vit extra (PyTorch) only :data:`OWN_KNOBS`: the
-    scales still list their knobs, and computing says what to install."""
+    """The knobs no scale sets: every flat field of ``training.TrainConfig`` but
+    :data:`NOT_KNOBS`, then :data:`OWN_KNOBS` (only these without PyTorch: computing then
+    says what to install)."""
     try:
         training = _require_vit()
     except ModuleNotFoundError:
@@ -109,8 +105,7 @@ def knob_defaults() -> dict:
 
 
 def _warmup(name, value, knobs):
-    """The check of ``warmup_epochs``: whole epochs, no more than the run has (a shorter
-    run given with ``epochs`` alone is refused, not silently given a shorter warm-up)."""
+    """The check of ``warmup_epochs``: whole epochs, no more than the run has."""
     value = check_int(name, value, 0)
     if value > knobs["epochs"]:
         raise ValueError(f"{name} must be <= epochs ({knobs['epochs']}), got {value}: "
@@ -119,10 +114,8 @@ def _warmup(name, value, knobs):
 
 
 def configs(knobs) -> dict:
-    """The validated training configuration of every run, ``{(init, seed): TrainConfig}``:
-    every knob but :data:`OWN_KNOBS` goes to ``training.TrainConfig``, whose ``validate``
-    checks it (CIFAR-10's ``data_dir`` defaults to ``$STOCHASTIC_TRANSFORMERS_CIFAR10``,
-    else ``data``).  The plan of the figure: nothing is computed before it passes."""
+    """The figure's plan: the validated ``{(init, seed): TrainConfig}`` of every run
+    (CIFAR-10's ``data_dir`` defaults to ``$STOCHASTIC_TRANSFORMERS_CIFAR10``, else ``data``)."""
     training = _require_vit()
     fields = {k: v for k, v in knobs.items() if k not in OWN_KNOBS}
     if fields["dataset"] == "cifar10" and fields["data_dir"] is None:
@@ -132,10 +125,9 @@ def configs(knobs) -> dict:
 
 
 def run(knobs, sweeps) -> xr.Dataset:
-    """Train both initialisations over ``seeds`` seeds, one run after the other (of
-    ``sweeps`` only the cache folder and the progress flag are used: a checkpoint per run in
-    ``cache_dir/fig2/<init>-seed<s>-<hash>.pt``); return ``val_accuracy(init, seed, epoch)``,
-    ``train_loss`` and ``train_time(init, seed)``."""
+    """Train both initialisations over ``seeds`` seeds, one run after the other (a checkpoint
+    per run in ``cache_dir/fig2/``): ``val_accuracy(init, seed, epoch)``, ``train_loss``,
+    ``train_time(init, seed)``."""
     import torch
 
     from ...training import cifar10_help, find_cifar10, load_data, train
@@ -151,16 +143,14 @@ def run(knobs, sweeps) -> xr.Dataset:
                       stacklevel=3)
     inits, seeds = list(knobs["inits"]), list(range(knobs["seeds"]))
     acc = np.full((len(inits), len(seeds), knobs["epochs"]), np.nan)
-    loss = np.full_like(acc, np.nan)
-    wall = np.zeros(acc.shape[:2])
+    loss, wall = np.full_like(acc, np.nan), np.zeros(acc.shape[:2])
     start = time.perf_counter()
     for (init, s), cfg in runs.items():
         ckpt = (None if sweeps.cache_dir is None else
                 Path(sweeps.cache_dir) / "fig2" / f"{init}-seed{s}-{cfg.key_hash()}.pt")
         result = train(cfg, checkpoint=ckpt, progress=sweeps.progress, data=data)
         i = inits.index(init)
-        acc[i, s], loss[i, s], wall[i, s] = result.val_accuracy, result.train_loss, \
-            result.wall_time
+        acc[i, s], loss[i, s], wall[i, s] = result.val_accuracy, result.train_loss, result.wall_time
     attrs = {k: knobs[k] for k in ("dataset", "depth", "width", "epochs", "warmup_epochs",
                                    "seeds", "batch_size", "lr", "min_lr", "weight_decay",
                                    "sigma", "pool")}
@@ -180,10 +170,9 @@ def run(knobs, sweeps) -> xr.Dataset:
         attrs=attrs)
 
 
-#: Confidence level of the paired interval and significance level of the verdicts.
-LEVEL = 0.95
-#: Power at which :func:`summary` states the smallest mean gap the run would detect.
-POWER = 0.8
+#: Confidence level of the paired interval (and significance level of the verdicts), and the
+#: power at which :func:`summary` states the smallest mean gap the run would detect.
+LEVEL, POWER = 0.95, 0.8
 
 
 def paired_gaps(ds: xr.Dataset) -> xr.DataArray:
@@ -192,16 +181,13 @@ def paired_gaps(ds: xr.Dataset) -> xr.DataArray:
 
 
 def summary(ds: xr.Dataset) -> dict:
-    """The numbers and verdict of one task (``dataset``: its name, from the attributes).
-
-    Per initialisation: ``mean``, ``min``, ``max`` over seeds at the final epoch.  With both,
-    the paired comparison of the final epoch, Gaussian minus identity, over ``n_seeds``
-    pairs (:func:`~stochastic_transformers.stats.paired_comparison` at :data:`LEVEL` and
-    :data:`POWER`: ``gap``, its interval, ``wins``, the sign test, ...; ``verdict``:
+    """The numbers and verdict of one task: per initialisation the ``mean``, ``min`` and
+    ``max`` final accuracy over seeds; with both, the paired comparison of the final epoch,
+    Gaussian minus identity, over ``n_seeds`` pairs
+    (:func:`~stochastic_transformers.stats.paired_comparison`; ``verdict``:
     ``gaussian_better``, ``identity_better``, ``mixed``, ``no_detectable_difference`` or
-    ``single_seed``); the same interval for the accuracy averaged over the epochs
-    (``speed_gap*``: how fast each learns).
-    """
+    ``single_seed``), and the same interval for the accuracy averaged over the epochs
+    (``speed_gap*``: how fast each learns)."""
     final = ds["val_accuracy"].isel(epoch=-1)
     out: dict = {"dataset": str(ds.attrs.get("dataset", "unknown"))}
     for init in ds["init"].values.tolist():
@@ -221,8 +207,7 @@ def summary(ds: xr.Dataset) -> dict:
 
 # ----------------------------------------------------------------------------- the page
 def _points(x, signed: bool = True) -> str:
-    """A fraction as points of accuracy with one decimal (``+1.2``), a dash for a missing
-    value; zero is ``+0.0``, never ``-0.0``."""
+    """A fraction as points of accuracy (``+1.2``, never ``-0.0``); a dash if missing."""
     if x is None or not np.isfinite(x):
         return "–"
     value = round(100 * float(x), 1) + 0.0
@@ -241,41 +226,36 @@ SAYS = {"gaussian_better": "the random values train better",
 
 
 def phrases(stats: dict, small: dict | None = None) -> dict[str, str]:
-    """The page's data-dependent words, from :func:`summary` of the task shown (``stats``)
-    and of the harder task beside it (``small``): ``claim`` (plain text: ``reproduced``,
-    ``partly reproduced``, ``not reproduced`` or ``not tested``: the random value matrices
-    end ahead on every task, on some, on none, or too few seed pairs to tell) and
-    ``verdict_text`` (Markdown: the claim with each task's paired gap and interval); ``speed``
-    (the paired gap of the accuracy averaged over the epochs, with its interval, by task)."""
+    """The page's words from the task shown (``stats``) and the harder one (``small``):
+    ``claim`` (``reproduced``, ``partly reproduced`` or ``not reproduced``: the random
+    values end ahead on every task, some or none; ``not tested`` with one seed pair) and
+    ``verdict_text`` (Markdown: the claim with each task's paired gap)."""
     tasks = [s for s in (stats, small) if s is not None and "verdict" in s]
     if not tasks or any(s["verdict"] == "single_seed" for s in tasks):
-        return {"claim": "not tested", "speed": "not measured (one seed pair)",
-                "verdict_text": "**not tested**: one seed pair (or one initialisation) cannot "
-                                "tell the effect of the value matrices from the seeds' spread."}
+        return {"claim": "not tested", "verdict_text": "**not tested**: one seed pair (or one "
+                "initialisation) cannot tell the effect of the value matrices from the seeds' "
+                "spread."}
     better = sum(s["verdict"] == "gaussian_better" for s in tasks)
-    claim = ("reproduced" if better == len(tasks) else "partly reproduced" if better
-             else "not reproduced")
+    claim = "reproduced" if better == len(tasks) else "partly reproduced" if better else \
+        "not reproduced"
     gaps = [f"{_points(s['gap'])} points ({LEVEL:.0%} interval {_interval(s)}) on "
             f"{TASKS.get(s['dataset'], 'this task')}, where {SAYS[s['verdict']]}"
             + (f" ({s['wins']} pairs favour the random values, {s['losses']} the constant ones)"
                if s["verdict"] == "mixed" else "") for s in tasks]
-    speed = [f"{_points(s['speed_gap'])} points ({_interval(s, 'speed_gap')}) on "
-             f"{TASKS.get(s['dataset'], 'this task')}" for s in tasks]
-    return {"claim": claim, "speed": " and ".join(speed),
-            "verdict_text": f"**{claim}**: over {stats['n_seeds']} seed pairs, the gap in "
-                            "final validation accuracy, random minus constant, is "
-                            + "; and ".join(gaps) + "."}
+    return {"claim": claim, "verdict_text": f"**{claim}**: over {stats['n_seeds']} seed pairs, "
+            "the gap in final validation accuracy, random minus constant, is "
+            + "; and ".join(gaps) + "."}
 
 
 def stats_table(stats: dict, small: dict | None = None) -> str:
-    """The statistics of each task with both initialisations and several seed pairs
-    (:func:`summary`) as a Markdown table, a column a task: accuracies in percent, gaps in
-    points."""
+    """The statistics of each task with several seed pairs, a column a task."""
     tasks = [s for s in (stats, small) if s is not None and s.get("verdict") in SAYS]
+    if not tasks:
+        return "One seed pair: no paired statistics."
 
-    def accuracy(i):
-        return lambda s: "{} ({}–{})".format(*(_points(s[i][k], False) for k in
-                                                ("mean", "min", "max")))
+    def accuracy(init):
+        return lambda s: "{} ({}–{})".format(*(_points(s[init][k], False)
+                                                for k in ("mean", "min", "max")))
 
     rows = [("final accuracy, constant (%): mean (min–max)", accuracy("identity")),
             ("final accuracy, random (%): mean (min–max)", accuracy("gaussian")),
@@ -289,22 +269,18 @@ def stats_table(stats: dict, small: dict | None = None) -> str:
             ("gap of the accuracy averaged over the epochs",
              lambda s: f"{_points(s['speed_gap'])} ({_interval(s, 'speed_gap')})"),
             ("verdict", lambda s: SAYS[s["verdict"]])]
-    lines = ["| | " + " | ".join(TASKS.get(s["dataset"], "this task") for s in tasks) + " |",
-             "|---|" + "---|" * len(tasks)]
-    lines += [f"| {label} | " + " | ".join(fn(s) for s in tasks) + " |" for label, fn in rows]
-    return "\n".join(lines) if tasks else "One seed pair: no paired statistics."
+    return markdown_table(["", *(TASKS.get(s["dataset"], "this task") for s in tasks)],
+                          [[label, *map(fn, tasks)] for label, fn in rows])
 
 
 # ----------------------------------------------------------------------------- the figure
-def _interval_by_epoch(values) -> np.ndarray:
-    """(epoch, 3): the mean over seeds of ``values(seed, epoch)`` and its :data:`LEVEL`
-    Student-t interval, epoch by epoch."""
+def _band(values) -> np.ndarray:
+    """(epoch, 3): mean over seeds of ``values(seed, epoch)`` and its Student-t interval."""
     return np.array([t_interval(values.isel(epoch=k).values, LEVEL)
                      for k in range(values.sizes["epoch"])])
 
 
 def _accuracy_panel(ax, ds, colors) -> None:
-    """Mean validation accuracy over seeds, its 95% interval (dark) and min-max band (light)."""
     epochs, acc = ds["epoch"].values, 100 * ds["val_accuracy"]
     for init in ds["init"].values.tolist():
         a, c = acc.sel(init=init), colors.get(init)
@@ -313,8 +289,7 @@ def _accuracy_panel(ax, ds, colors) -> None:
                 label=f"{_LABELS.get(init, init)}: {float(mean[-1]):.1f}%")
         if ds.sizes["seed"] > 1:
             ax.fill_between(epochs, a.min("seed"), a.max("seed"), color=c, alpha=0.12, lw=0)
-            ci = _interval_by_epoch(a)
-            ax.fill_between(epochs, ci[:, 1], ci[:, 2], color=c, alpha=0.35, lw=0)
+            ax.fill_between(epochs, *_band(a)[:, 1:].T, color=c, alpha=0.35, lw=0)
     ax.set(xlabel="epoch", ylabel="validation accuracy (%)",
            xlim=(epochs[0] - 0.5 if len(epochs) == 1 else epochs[0], epochs[-1]),
            title=TASKS.get(ds.attrs.get("dataset"), "").removeprefix("the ") + ": accuracy")
@@ -322,13 +297,11 @@ def _accuracy_panel(ax, ds, colors) -> None:
 
 
 def _gap_panel(ax, ds, color) -> None:
-    """The paired gap per epoch, random minus constant: every seed pair, the mean and its
-    95% interval."""
     epochs, gaps = ds["epoch"].values, 100 * paired_gaps(ds)
     for s in range(ds.sizes["seed"]):
         ax.plot(epochs, gaps.isel(seed=s), color="0.6", lw=0.6, alpha=0.6,
                 label="one seed pair" if s == 0 else None)
-    ci = _interval_by_epoch(gaps)
+    ci = _band(gaps)
     ax.fill_between(epochs, ci[:, 1], ci[:, 2], color=color, alpha=0.3, lw=0,
                     label=f"{LEVEL:.0%} interval")
     ax.plot(epochs, ci[:, 0], color=color, lw=1.6, label="mean gap")
@@ -339,10 +312,10 @@ def _gap_panel(ax, ds, color) -> None:
 
 
 def plot(ds: xr.Dataset, small: xr.Dataset | None = None):
-    """One row per task (``ds``, then the harder task ``small`` if given): left, the mean
-    validation accuracy of each initialisation over seeds with its 95% interval and min-max
-    band; right (both initialisations, several seeds), the paired gap per epoch, random
-    minus constant, with its 95% interval and every seed pair."""
+    """One row per task (``ds``, then ``small`` if given): left, the mean validation accuracy
+    of each initialisation over seeds, its 95% interval (dark) and min-max band (light);
+    right (both arms, several seeds), the paired gap per epoch, random minus constant: every
+    seed pair, the mean and its 95% interval."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -363,9 +336,8 @@ def plot(ds: xr.Dataset, small: xr.Dataset | None = None):
     for axis in axes.ravel():
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(axis="y", alpha=0.3)
-    a = ds.attrs
-    fig.suptitle(f"Attention-only ViT, {a.get('depth')} layers of width {a.get('width')}: "
-                 f"constant against random value matrices")
+    fig.suptitle(f"Attention-only ViT, {ds.attrs.get('depth')} layers of width "
+                 f"{ds.attrs.get('width')}: constant against random value matrices")
     return fig
 
 

@@ -21,6 +21,7 @@ from ...stats import agreement_z, z_digest
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import integers
 from ..spec import Figure
+from ..words import signed
 
 SCALES = {
     "smoke": dict(d=(4, 6), betas=tuple(np.linspace(0.0, 3.0, 5)), n_traj=200, L=50, T=100.0,
@@ -69,29 +70,22 @@ def finish(ds, knobs):
 #: scheduled trajectory-layers on the project's 2-core machine).  Early stopping ends
 #: most trajectories long before LT layers, so this is far below fig8's rate.
 SECONDS_PER_WORK = 1.1e-8
-
-
 #: Half-width of the band around beta_c(d) treated as "near the threshold" in :func:`summary`.
 NEAR = 0.15
-
-
 #: Mean deviation (in standard errors) away from beta_c beyond which the run resolves a
-#: systematic deviation of the discrete model from its limit (``far_bias_resolved``; its
-#: dependence on L is not measured).
+#: systematic deviation of the discrete model from its limit (the mean of n_far deviations
+#: of unit spread has standard error 1/sqrt(n_far); the dependence on L is not measured).
 FAR_BIAS_RESOLVED = 0.5
 
 
 def summary(ds) -> dict:
     """Numbers the page quotes: the deviations from the exact limit curve in standard
     errors (:func:`~stochastic_transformers.stats.z_digest`) over every informative point,
-    the points within :data:`NEAR` of ``beta_c(d)`` (``near_*``) and the others (``far_*``);
-    where the largest is; how many points contradict the transition away from the
-    thresholds (``n_positive_below``: antipodal pairs more than NEAR below ``beta_c``,
-    ``n_zero_above``: none more than NEAR above); the early-stopping statistics; and
-    ``far_bias_resolved`` (the mean deviation away from ``beta_c`` exceeds
-    :data:`FAR_BIAS_RESOLVED` standard errors)."""
+    those within :data:`NEAR` of ``beta_c(d)`` (``near_*``) and the others (``far_*``); the
+    points that contradict the transition (``n_positive_below``: antipodal pairs more than
+    NEAR below ``beta_c``, ``n_zero_above``: none more than NEAR above); early stopping;
+    ``far_bias_resolved``: the far mean deviation exceeds :data:`FAR_BIAS_RESOLVED`."""
     z = ds.z_score
-    where = z.where(np.abs(z) == np.abs(z).max(), drop=True)
     # Points where theory and simulation are both exactly 0 agree trivially; the digests
     # are over the others.
     informative = ((ds.p_theory > 0) | (ds.n_antipodal > 0)).values
@@ -112,7 +106,6 @@ def summary(ds) -> dict:
         "far_max_abs_z": far["max_abs_z"], "n_far": far["n"],
         "far_mean_bias": float(bias.mean()) if bias.size else float("nan"),
         "max_abs_z": float(np.abs(z).max()),
-        "max_at_d": int(where.d.values[0]), "max_at_beta": float(where.beta.values[0]),
         "share_within_2se": every["share_within"], "mean_z": every["mean_z"],
         "n_informative": every["n"], "n_points": int(z.size),
         "n_positive_below": int(np.sum(p[offset <= -NEAR] > 0)),
@@ -121,22 +114,15 @@ def summary(ds) -> dict:
         "mean_layers": float(ds.mean_layers.mean()),
         "stopped_fraction": float((ds.n_stopped / ds.n_traj).mean()),
         "L": L, "T": T, "layers_budget": int(round(L * T)), "near_window": NEAR,
-        # Away from beta_c a mean deviation beyond half a standard error (averaged over
-        # n_far points, each with unit spread) resolves a systematic deviation.
         "far_bias_resolved": bool(far["n"] and abs(far["mean_z"]) > FAR_BIAS_RESOLVED),
     }
 
 
-def _signed(x) -> str:
-    """``x`` to two decimals with its sign, never a negative zero."""
-    return f"{round(x, 2) + 0.0:+.2f}"
-
-
 def phrases(stats) -> dict:
-    """The page's words (plain text): ``verdict``, whether the transition sits at beta_c(d)
-    as in the paper's figure and how the points compare with the exact limit curve,
-    ``far_reading``, what the mean deviation away from the thresholds shows, and
-    ``signed``, the mean deviations with their sign."""
+    """The page's words: ``verdict`` (does the transition sit at beta_c(d), as in the
+    paper's figure, and how do the points compare with the exact limit curve),
+    ``far_reading`` (what the mean deviation away from the thresholds shows) and ``signed``
+    (the mean deviations with their sign)."""
     band = f"outside a band of ±{stats['near_window']:g} around it"
     resolved, bias = stats["far_bias_resolved"], stats["far_mean_bias"]
     side = f"{'deficit' if bias < 0 else 'excess'} of antipodal pairs"
@@ -156,7 +142,7 @@ def phrases(stats) -> dict:
                        f"trajectories resolve a small {side}." if resolved else
                        "matches it within the statistical error away from the thresholds."))
     return {"verdict": verdict, "far_reading": far,
-            "signed": {k: _signed(stats[k]) for k in ("mean_z", "near_mean_z", "far_mean_z")}}
+            "signed": {k: signed(stats[k]) for k in ("mean_z", "near_mean_z", "far_mean_z")}}
 
 
 def plot(ds):

@@ -5,14 +5,12 @@ residual, :math:`w_{n+1} = 1/L + \varepsilon\,\xi_{n+1}/\sqrt L`.  With unnormal
 two tokens merge almost surely in the limit when :math:`\varepsilon < \varepsilon_c(\beta) =
 \sqrt{2e^{-\beta}}` and end antipodal above it, whatever d (Proposition 1).
 
-The paper's phase diagram (colour = dominant outcome at T, intensity = its fraction) at
-L = 100 and at a deeper L (1000, ``deep_n_traj`` trajectories a cell); the antipodal fraction
-against :math:`\varepsilon/\varepsilon_c` (the limit: a step at 1); a depth check at one
-point with L up to 10,000.  Ours, in :func:`summary`: the
-limit's own outcome at T at a few *reference cells* just above the curve
-(:func:`limit_outcome`), and the approach rates to -1 of the limit and the chain
-(:func:`stochastic_transformers.theory.hybrid_antipodal_rate`), which differ where the
-step (:func:`stochastic_transformers.theory.hybrid_step_size`) is not small.
+The paper's phase diagram at L = 100 and at a deeper L; the antipodal fraction against
+:math:`\varepsilon/\varepsilon_c` (the limit: a step at 1); a depth check at one point with L
+up to 10,000.  Ours, in :func:`summary`: the limit's own outcome at T at a few *reference
+cells* just above the curve (:func:`limit_outcome`), and the approach rates to -1 of the limit
+and the chain (:func:`stochastic_transformers.theory.hybrid_antipodal_rate`), which differ
+where the step (:func:`stochastic_transformers.theory.hybrid_step_size`) is not small.
 """
 
 from __future__ import annotations
@@ -30,9 +28,7 @@ from ...sweep import summed_attrs
 from ..base import add_outcome_fractions, cell_threads, laid_out, sweep_seconds
 from ..knobs import all_of, integer, integers, real, reals, whole_layers
 from ..spec import Figure
-from ._fig4_page import map_legend, plot_collapse, plot_depth_check, plot_map
-# the page's sentences and tables, for the notebook
-from ._fig4_page import counts_table, page_values, phrases, reference_table  # noqa: F401
+from ._fig4_page import map_legend, phrases, plot_collapse, plot_depth_check, plot_map  # noqa: F401
 
 SCALES = {
     "smoke": dict(betas=tuple(np.linspace(0.0, 4.0, 5)), epsilons=tuple(np.linspace(0.0, 2.0, 5)),
@@ -67,8 +63,6 @@ UNDECIDED = 0.5
 #: of the limit there (:func:`limit_outcome`): paths (standard error <= 0.008), step, seed.
 REFERENCE_BETA_MIN, REFERENCE_BETA_STEP = 2.5, 0.5
 LIMIT_PATHS, LIMIT_DT, LIMIT_SEED = 4000, 0.005, 0
-#: From this beta on the summary averages the antipodal fraction above the curve.
-HIGH_BETA = 3.0
 #: The depth check (or the limit at its point) reaches the antipodal outcome when its
 #: antipodal fraction at the largest L (at check_T) exceeds this.
 LIMIT_REACHED = 0.9
@@ -197,9 +191,8 @@ def summary_at(ds, L) -> dict:
     decided ones ``n_agree``, ``n_decided``, ``share_agree``, also for ``_small_step`` and
     ``_large_step`` cells (:data:`SMALL_STEP`); ``n_wrong_large_step_above`` (wrong above
     the curve with large steps: ``large_step_merges``); ``small_step_agree``
-    (:data:`SMALL_STEP_AGREE`, True without such cells); ``mean_antipodal_above_high_beta``
-    (above the band, beta >= :data:`HIGH_BETA`); ``wrong_cells`` and ``undecided_cells`` as
-    (beta, eps)."""
+    (:data:`SMALL_STEP_AGREE`, True without such cells); ``wrong_cells`` and
+    ``undecided_cells`` as (beta, eps)."""
     sub = ds.sel(L=L)
     log_ratio = _log_ratio(sub)
     away = np.abs(log_ratio) > BAND
@@ -210,15 +203,12 @@ def summary_at(ds, L) -> dict:
     wrong = decided & ~agree
     small = away & (sub.step_size.values < SMALL_STEP)
     large = away & ~small
-    high = (log_ratio > BAND) & (sub.beta.values[:, None] >= HIGH_BETA)
-    p_a = sub.p_antipodal.values
     out = {"L": int(L), "n_cells": int(away.size), "n_away": int(away.sum()),
            "n_undecided": int(undecided.sum()),
            "n_small_step": int(small.sum()), "n_large_step": int(large.sum()),
            "n_wrong": int(wrong.sum()), "n_wrong_small_step": int((wrong & small).sum()),
            "n_wrong_large_step_above": int((wrong & large & predicted_anti).sum()),
-           "n_traj": int(sub.n_traj.max()) if "n_traj" in sub else None,
-           "mean_antipodal_above_high_beta": float(p_a[high].mean()) if high.any() else float("nan")}
+           "n_traj": int(sub.n_traj.max()) if "n_traj" in sub else None}
     for suffix, mask in (("", away), ("_small_step", small), ("_large_step", large)):
         n_decided = int((decided & mask).sum())
         out[f"n_agree{suffix}"] = int((agree & mask).sum())
@@ -227,14 +217,10 @@ def summary_at(ds, L) -> dict:
     out["small_step_agree"] = bool(out["share_agree_small_step"] >= SMALL_STEP_AGREE
                                    or not (decided & small).any())
     out["large_step_merges"] = out["n_wrong_large_step_above"] > 0
-    out["wrong_cells"] = _cells(sub, np.argwhere(wrong))
-    out["undecided_cells"] = _cells(sub, np.argwhere(undecided))
+    for key, mask in (("wrong_cells", wrong), ("undecided_cells", undecided)):
+        out[key] = [(float(sub.beta.values[i]), float(sub.epsilon.values[j]))
+                    for i, j in np.argwhere(mask)]
     return out
-
-
-def _cells(ds, indices) -> list[tuple[float, float]]:
-    """(beta, eps) of the cells at ``indices`` (rows of (beta index, epsilon index))."""
-    return [(float(ds.beta.values[i]), float(ds.epsilon.values[j])) for i, j in indices]
 
 
 def _span(values):
@@ -266,9 +252,9 @@ def _reference(ds, Ls, T, d, tol) -> dict:
     ahead = [c for c in undecided if first(c)["step"] < SMALL_STEP
              and first(c)["p_unclustered"] <= UNDECIDED
              and first(c)["p_antipodal"] > first(c)["p_single"]]
-    undecided_last = [c for c in undecided if last(c)["p_unclustered"] > UNDECIDED]
     out = {"cells": cells, "n": len(cells), "n_limit_undecided": len(undecided),
-           "n_ahead_small_step": len(ahead), "n_undecided_last": len(undecided_last)}
+           "n_ahead_small_step": len(ahead),
+           "n_undecided_last": sum(last(c)["p_unclustered"] > UNDECIDED for c in undecided)}
     out["limit_unclustered_min"], out["limit_unclustered_max"] = _span(
         c["limit_unclustered"] for c in cells)
     out["ahead_antipodal_min"], out["ahead_antipodal_max"] = _span(
@@ -278,21 +264,18 @@ def _reference(ds, Ls, T, d, tol) -> dict:
 
 
 def summary(ds) -> dict:
-    """Every number the notebook quotes.  ``by_L[L]`` is :func:`summary_at`, at top level
-    for ``L_first`` (the smallest L) and in ``last`` for ``L_last`` (without the cells).
-    Of the cells wrong at ``L_first``: ``fixed_by_depth`` (right at ``L_last``),
+    """Every number the page quotes.  ``by_L[L]`` is :func:`summary_at`, at top level for
+    ``L_first`` (the smallest L) and in ``last`` for ``L_last`` (without the cells).  Of the
+    cells wrong at ``L_first``: ``fixed_by_depth`` (right at ``L_last``),
     ``undecided_by_depth``, ``still_wrong``; ``new_wrong`` (wrong at ``L_last`` only);
-    ``depth_reading``: ``"none_wrong"`` (there are none), ``"single_depth"`` (one L), or
-    ``"all_fixed"``, ``"part_fixed"``, ``"none_fixed"`` (all, some, none of them leave the
-    wrong side).  The depth check:
-    ``depth_check_limit_reached`` (antipodal fraction above :data:`LIMIT_REACHED` at its
-    largest L), ``check_limit`` (the limit there at ``check_T``) and
-    ``check_limit_reached``.  ``reference`` is :func:`_reference`,
-    ``limit_undecided_near_curve`` and ``ahead_small_step`` whether it counts any.
+    ``depth_reading``: ``"none_wrong"``, ``"single_depth"`` (one L), or ``"all_fixed"``,
+    ``"part_fixed"``, ``"none_fixed"`` (all, some, none of them leave the wrong side).  The
+    depth check: ``depth_check_limit_reached`` (antipodal fraction above
+    :data:`LIMIT_REACHED` at its largest L), ``check_limit`` (the limit there at
+    ``check_T``) and ``check_limit_reached``.  ``reference`` is :func:`_reference`.
     ``verdict`` on the paper's map at ``L_first``: ``"reproduced"`` where at least
-    :data:`SMALL_STEP_AGREE` of the decided cells agree, ``"partly reproduced"`` where
-    fewer do but the small-step cells agree, else ``"not reproduced"``.  Also the grid, the
-    module's thresholds, and the depth check's settings."""
+    :data:`SMALL_STEP_AGREE` of the decided cells agree, ``"partly reproduced"`` where fewer
+    do but the small-step cells agree, else ``"not reproduced"``."""
     Ls = [int(L) for L in ds.L.values]
     by_L = {L: summary_at(ds, L) for L in Ls}
     first, last = by_L[Ls[0]], by_L[Ls[-1]]
@@ -322,7 +305,7 @@ def summary(ds) -> dict:
         "last": {k: v for k, v in last.items() if k not in ("wrong_cells", "undecided_cells")},
         "n_beta": int(ds.beta.size), "n_epsilon": int(ds.epsilon.size),
         "T": T, "band": BAND, "small_step": SMALL_STEP, "undecided": UNDECIDED,
-        "limit_paths": LIMIT_PATHS, "high_beta": HIGH_BETA, "reference": reference,
+        "limit_paths": LIMIT_PATHS, "reference": reference,
         "reference_beta_min": REFERENCE_BETA_MIN, "reference_beta_step": REFERENCE_BETA_STEP,
         "limit_undecided_near_curve": reference["n_limit_undecided"] > 0,
         "ahead_small_step": reference["n_ahead_small_step"] > 0,
@@ -336,10 +319,17 @@ def summary(ds) -> dict:
                     else "not reproduced")}
 
 
+def page_values(stats) -> dict:
+    """The summary as the page glues it: without its lists of cells (thousands of keys that
+    no sentence quotes; the maps and the tables show them)."""
+    drop = ("wrong_cells", "undecided_cells", "cells")
+    return {k: page_values(v) if isinstance(v, dict) else v for k, v in stats.items()
+            if k not in drop}
+
+
 def plot(ds):
     """Phase diagrams at every L in rows of two (circled: the :func:`reference_cells`) with
-    their legend, then the collapse onto eps / eps_c and the depth check, for the page's
-    column."""
+    their legend, then the collapse onto eps / eps_c and the depth check."""
     import matplotlib.pyplot as plt
 
     from ...style import palette

@@ -1,20 +1,17 @@
 r"""Figure 6: antipodal pairs survive for more than two tokens.
 
-N tokens i.i.d. uniform on :math:`S^{d-1}`, d = 4, pushed through :math:`LT` layers of
-the stochastic model (paper eq. 4) with i.i.d. Gaussian value matrices shared by all
-tokens.  At T a trajectory *has an antipodal pair* when some pair of tokens has
-:math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}`; the figure is the fraction that do,
-against :math:`\beta \in [0, 8]`, one curve per N (the paper's section 6, paragraph
-"Multiple Tokens Case").  We also record the fraction *clustered* at T and the mean number
-of clusters, and draw the two-token limit probability of ending antipodal from a uniform
-start, the exit probability of the proof of Theorem 2 (appendix C.3)
-(:func:`stochastic_transformers.theory.antipodal_probability`).
+N tokens i.i.d. uniform on :math:`S^{d-1}`, d = 4, through :math:`LT` layers of the
+stochastic model (paper eq. 4; section 6, paragraph "Multiple Tokens Case"): the fraction of
+trajectories with some pair :math:`\langle x_i, x_j\rangle \le -1 + \mathrm{tol}` at T,
+against :math:`\beta \in [0, 8]`, one curve per N, with the two-token limit probability of
+ending antipodal from a uniform start (the exit probability of the proof of Theorem 2,
+:func:`stochastic_transformers.theory.antipodal_probability`).
 
-Attention is softmax by default (:math:`|A_i| \le 1`: small steps at every beta).  The
-simulation takes the reduced path (``method="reduced"``): the N-token map until the tokens
-occupy at most two points, then the exact weighted two-cluster chain; each cell counts the
-splits the tokens merged into and, for balanced splits (:math:`m_1 = m_2`, two tokens in
-disguise), the limit probability of ending antipodal from the overlap at the merge.
+Softmax attention by default (:math:`|A_i| \le 1`: small steps at every beta).  The reduced
+path runs the N-token map until the tokens occupy at most two points, then the exact
+weighted two-cluster chain; each cell counts the splits reached and, for balanced ones
+(:math:`m_1 = m_2`, two tokens in disguise), the limit probability of ending antipodal from
+the overlap at the merge.
 """
 
 from __future__ import annotations
@@ -30,9 +27,7 @@ from ...stats import add_fraction, count_z, z_digest
 from ..base import add_outcome_fractions, cell_threads, laid_out, trajectory_layer_work
 from ..knobs import integer, integers, reals
 from ..spec import Figure
-from . import _fig6_page
-# the page's tables, for the notebook
-from ._fig6_page import landmarks_table, splits_table  # noqa: F401
+from ..words import listed, markdown_table
 
 _BETAS = tuple(float(b) for b in np.arange(0.0, 8.0 + 1e-9, 0.5))
 SCALES = {
@@ -165,23 +160,16 @@ def _per_n(sub, betas) -> dict:
 
 
 def summary(ds) -> dict:
-    r"""Numbers the notebook quotes, and the verdicts on the paper's claim and on the split
-    decomposition.
-
-    ``verdict`` on the paper's claim that the probability of an antipodal pair becomes
-    positive for every N: ``"reproduced"`` where the 95% band leaves zero at some beta for
-    every N, ``"partly reproduced"`` where for some, else ``"not reproduced"``.
-    ``per_n[N]`` has the curve's landmarks and, with split counts, the shares of the
-    antipodal pairs at the largest beta from balanced and unbalanced splits,
-    ``balanced_max_abs_z`` (the largest |observed - predicted| / SE over beta),
-    ``balanced_mean_pq_max`` (the largest mean of p(1 - p) over the balanced splits) and
-    ``balanced_se_max`` (the largest standard error of a predicted count).  Over the even N:
-    the same three maxima, ``balanced_agree`` (every |z| <= :data:`BALANCED_Z_MAX`) and
-    ``balanced_prediction_sharp`` (``balanced_mean_pq_max`` <= :data:`BALANCED_SHARP_PQ`),
-    None without an even N; ``odd_all_unbalanced`` (no odd N has a balanced split: the
-    reduction's explanation of the parity effect); ``even_onset_earlier`` (the band leaves
-    zero at a smaller beta for every even N than for any odd N).  Also the settings.
-    """
+    """Numbers and verdicts the page quotes.  ``verdict`` on the paper's claim that the
+    probability of an antipodal pair becomes positive for every N: ``"reproduced"`` where the
+    95% band leaves zero at some beta for every N, ``"partly reproduced"`` for some, else
+    ``"not reproduced"``.  ``per_n[N]``: :func:`_per_n`.  Over the even N: the largest
+    ``balanced_max_abs_z``, ``balanced_mean_pq_max`` and ``balanced_se_max``,
+    ``balanced_agree`` (every |z| <= :data:`BALANCED_Z_MAX`) and ``balanced_prediction_sharp``
+    (mean p(1 - p) <= :data:`BALANCED_SHARP_PQ`), None without an even N;
+    ``odd_all_unbalanced`` (no odd N has a balanced split: the reduction's explanation of the
+    parity effect); ``even_onset_earlier`` (the band leaves zero at a smaller beta for every
+    even N than for any odd N)."""
     betas = ds.beta.values
     per_n = {int(n): _per_n(ds.sel(n_tokens=n), betas) for n in ds.n_tokens.values}
     first = {n: r["first_beta_positive"] for n, r in per_n.items()}
@@ -196,35 +184,121 @@ def summary(ds) -> dict:
            "even_onset_earlier": bool(max(even) < min(odd)) if even and odd else None,
            "increasing_in_n_at_last_beta": bool(np.all(np.diff(
                ds.isel(beta=-1).p_antipodal_pair.values) >= 0)),
-           "two_token_theory_last": float(ds.p_two_token_theory.values[-1]),
            "verdict": ("reproduced" if n_positive == len(first) else
                        "partly reproduced" if n_positive else "not reproduced")}
-    if "n_balanced" in ds:
-        out.update(_split_verdicts(ds, per_n))
-    return out
+    if "n_balanced" not in ds:
+        return out
+    rows = [r for n, r in per_n.items() if n % 2 == 0]
+    zs, pqs, ses = ([r[k] for r in rows if np.isfinite(r[k])] for k in
+                    ("balanced_max_abs_z", "balanced_mean_pq_max", "balanced_se_max"))
+    return out | {
+        "balanced_max_abs_z": max(zs, default=float("nan")),
+        "balanced_agree": (max(zs) <= BALANCED_Z_MAX) if zs else None,
+        "balanced_mean_pq_max": max(pqs, default=float("nan")),
+        "balanced_se_max": max(ses, default=float("nan")),
+        "balanced_prediction_sharp": (max(pqs) <= BALANCED_SHARP_PQ) if pqs else None,
+        "odd_all_unbalanced": all(int(ds.sel(n_tokens=n).n_balanced.sum()) == 0
+                                  for n in per_n if n % 2 == 1)}
 
 
-def _split_verdicts(ds, per_n) -> dict:
-    """The verdicts of :func:`summary` on the split decomposition (see its docstring)."""
-    even = [n for n in per_n if n % 2 == 0]
+def _onset(stats) -> str:
+    per_n = stats["per_n"]
+    found = {n: r["first_beta_positive"] for n, r in per_n.items()
+             if np.isfinite(r["first_beta_positive"])}
+    if not found:
+        return "for no $N$ does the 95% band of the fraction leave zero."
+    lo, hi = min(found.values()), max(found.values())
+    last = {n: r["p_last"] for n, r in per_n.items()}
+    n_lo, n_hi = min(last, key=last.get), max(last, key=last.get)
+    who = "for every $N$" if len(found) == len(per_n) else f"for $N$ = {listed(found, 'd')} only"
+    return (who
+            + f" the 95% band of the fraction leaves zero, from $\\beta$ = {lo:g}"
+            + (f" to {hi:g} depending on $N$" if hi > lo else "")
+            + f", and at $\\beta$ = {stats['beta_last']:g} the fraction is {last[n_lo]:.0%} "
+            f"(N = {n_lo}) to {last[n_hi]:.0%} (N = {n_hi})"
+            + (", growing with $N$." if stats["increasing_in_n_at_last_beta"] else "."))
 
-    def finite(key):
-        return [per_n[n][key] for n in even if np.isfinite(per_n[n][key])]
 
-    zs, pqs, ses = finite("balanced_max_abs_z"), finite("balanced_mean_pq_max"), finite("balanced_se_max")
-    return {"balanced_max_abs_z": max(zs) if zs else float("nan"),
-            "balanced_agree": (max(zs) <= BALANCED_Z_MAX) if zs else None,
-            "balanced_mean_pq_max": max(pqs) if pqs else float("nan"),
-            "balanced_se_max": max(ses) if ses else float("nan"),
-            "balanced_prediction_sharp": (max(pqs) <= BALANCED_SHARP_PQ) if pqs else None,
-            "odd_all_unbalanced": all(int(ds.sel(n_tokens=n).n_balanced.sum()) == 0
-                                      for n in per_n if n % 2 == 1)}
+def _balanced_reading(stats) -> str:
+    agree, pq = stats.get("balanced_agree"), stats.get("balanced_mean_pq_max")
+    if agree is None:
+        return "This run has no even $N$, hence no balanced split to compare."
+    said = (f"Every balanced count is within {BALANCED_Z_MAX:g} standard errors of its limit "
+            "prediction. " if agree else f"**Some balanced count is more than "
+            f"{BALANCED_Z_MAX:g} standard errors from its limit prediction.** ")
+    unpredicted = ("which split the $N$ tokens reach, and how often it is balanced, is "
+                   "measured here, not predicted.")
+    if not stats["balanced_prediction_sharp"]:
+        return said + ("At the merge the prediction is still uncertain (the mean of $p(1-p)$ "
+                       f"over the balanced splits, $p$ a trajectory's predicted probability, "
+                       f"reaches {pq:.2f}), so this also tests how a balanced split decides; "
+                       + unpredicted)
+    return said + (
+        "What this comparison tests is narrow: at the merge the prediction is already almost "
+        f"certain (the mean of $p(1-p)$ over the balanced splits is at most {pq:.2g}, $p$ a "
+        "trajectory's predicted probability; the standard error of a predicted count is at "
+        f"most {stats['balanced_se_max']:.1f} trajectories). It checks that a balanced split, "
+        "once formed, ends as the two-token diffusion says from where it is; " + unpredicted)
+
+
+def _tables(stats) -> dict[str, str]:
+    """Per N: the curve's landmarks (``landmarks_table``) and, at the largest beta, the
+    splits reached, where the pairs come from and the balanced fraction against its
+    prediction (``splits_table``)."""
+    b, per_n = f"{stats['beta_last']:g}", stats["per_n"]
+
+    def pct(x, digits=0):
+        return f"{100 * x:.{digits}f}%"
+
+    landmarks = markdown_table(
+        ["N", "at β = 0", "band above 0 from β", f"at β = {b} [95% band]", "clustered, at least",
+         f"mean clusters at β = {b}"],
+        [[n, pct(s["p_at_beta0"], 1), f"{s['first_beta_positive']:g}".replace("nan", "never"),
+          f"{pct(s['p_last'])} [{100 * s['low_last']:.0f}, {100 * s['high_last']:.0f}]%",
+          pct(s["min_clustered"]), f"{s['mean_clusters_last']:.2f}"] for n, s in per_n.items()])
+    rows = []
+    for n, s in per_n.items():
+        if "share_balanced_last" not in s:
+            continue
+        even = n % 2 == 0 and np.isfinite(s["balanced_max_abs_z"])
+        rows.append([n, *(pct(s[f"frac_{k}_last"], 1) for k in ("merged_one", "balanced",
+                                                                 "unbalanced")),
+                     f"{s['mean_merge_time']:.1f}",
+                     *(pct(s[f"share_{k}_last"]) for k in ("balanced", "unbalanced", "unmerged")),
+                     f"{pct(s['p_balanced_last'], 1)} / {pct(s['predicted_balanced_last'], 1)}"
+                     if even else None, f"{s['balanced_max_abs_z']:.1f}" if even else None])
+    splits = markdown_table(
+        ["N", "one point", "balanced", "unbalanced", "mean merge time", "pairs from balanced",
+         "from unbalanced", "not merged", "balanced: observed / predicted", "largest \\|z\\|"],
+        rows) if rows else ""
+    return {"landmarks_table": landmarks, "splits_table": splits}
 
 
 def phrases(stats) -> dict[str, str]:
-    """The page's data-dependent sentences (Markdown) from :func:`summary`
-    (:func:`._fig6_page.phrases`)."""
-    return _fig6_page.phrases(stats, z_max=BALANCED_Z_MAX)
+    """The page's Markdown: ``onset``, ``parity_reading``, ``balanced_reading`` (every
+    balanced |z| at most :data:`BALANCED_Z_MAX`, and what the comparison tests),
+    ``odd_reading`` and the two tables (:func:`_tables`)."""
+    parity = stats["even_onset_earlier"]
+    return {"onset": _onset(stats), "balanced_reading": _balanced_reading(stats),
+            "parity_reading": (
+                "This run has only one parity of $N$, so it cannot show an effect of parity on "
+                "the onset." if parity is None else
+                "The onset depends on the parity of $N$: the band leaves zero at a smaller "
+                "$\\beta$ for every even $N$ than for any odd $N$ (second column of the first "
+                "table)." if parity else
+                "The onset does not separate by the parity of $N$ in this run: some odd $N$ "
+                "leaves zero no later than some even $N$."),
+            "odd_reading": (
+                "This run has no odd $N$." if all(n % 2 == 0 for n in stats["n_tokens"]) else
+                "No odd $N$ ever merged into a balanced split (it has none): all its antipodal "
+                "pairs come from unbalanced splits, which the limit dynamics breaks up and "
+                "which survive only while they hover (softmax at large $\\beta$)."
+                + (" Even $N$ also reach balanced splits, as stable as two tokens above "
+                   "$\\beta_c$: that is the parity effect." if parity is not None else "")
+                if stats.get("odd_all_unbalanced") else
+                "**Some odd $N$ merged into a balanced split, which it does not have: the "
+                "split counts are wrong.**"),
+            **_tables(stats)}
 
 
 def plot(ds):
@@ -232,6 +306,7 @@ def plot(ds):
     unbalanced splits, with the balanced limit prediction); (c) fraction clustered; (d) mean
     number of clusters; stacked for the page's column."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from ...style import palette
 
@@ -242,18 +317,25 @@ def plot(ds):
     axs = fig.add_subplot(gs[1, :], sharex=ax) if splits else None
     axc = fig.add_subplot(gs[-1, 0])
     axk = fig.add_subplot(gs[-1, 1], sharex=axc)
+
+    def band(a, sub, name, colour, **line):
+        a.fill_between(sub.beta, sub[f"{name}_low"], sub[f"{name}_high"], color=colour,
+                       alpha=0.22, lw=0)
+        a.plot(sub.beta, sub[name], "o-", color=colour, **line)
+
     for colour, n in zip(palette(ds.n_tokens.size), ds.n_tokens.values):
         sub = ds.sel(n_tokens=n)
-        ax.fill_between(sub.beta, sub.p_antipodal_pair_low, sub.p_antipodal_pair_high,
-                        color=colour, alpha=0.22, lw=0)
-        ax.plot(sub.beta, sub.p_antipodal_pair, "o-", ms=3, lw=1.3, color=colour,
-                label=f"N = {n}")
-        axc.fill_between(sub.beta, sub.p_clustered_low, sub.p_clustered_high, color=colour,
-                         alpha=0.22, lw=0)
-        axc.plot(sub.beta, sub.p_clustered, "o-", ms=2.5, lw=1.1, color=colour)
+        band(ax, sub, "p_antipodal_pair", colour, ms=3, lw=1.3, label=f"N = {n}")
+        band(axc, sub, "p_clustered", colour, ms=2.5, lw=1.1)
         axk.plot(sub.beta, sub.mean_n_clusters, "o-", ms=2.5, lw=1.1, color=colour)
-        if splits:
-            _fig6_page.plot_splits(axs, sub, colour, even=int(n) % 2 == 0)
+        if not splits:
+            continue
+        axs.plot(sub.beta, sub.p_antipodal_unbalanced, "s--", ms=2.5, lw=1.0, color=colour,
+                 mfc="white")
+        if int(n) % 2 == 0:
+            band(axs, sub, "p_antipodal_balanced", colour, ms=3, lw=1.3)
+            axs.plot(sub.beta, sub.p_antipodal_balanced_predicted, "x", ms=6, mew=1.3,
+                     color="0.15", zorder=5)
     ax.plot(ds.beta_fine, ds.p_two_token_theory, color="0.35", ls=":", lw=1.5,
             label="N = 2, limit exit probability (proof of Thm 2)")
     for a in (ax, axs) if splits else (ax,):
@@ -266,7 +348,14 @@ def plot(ds):
     ax.add_artist(ax.legend(handles[:-2], labels[:-2], ncol=2, loc="upper left"))
     ax.legend(handles[-2:], labels[-2:], loc="lower right")
     if splits:
-        _fig6_page.splits_legend(axs)
+        axs.legend(handles=[
+            Line2D([], [], color="0.3", marker="o", lw=1.3, ms=4, label="balanced split (even N)"),
+            Line2D([], [], color="0.15", marker="x", ls="none", ms=6, mew=1.3,
+                   label="balanced: limit prediction"),
+            Line2D([], [], color="0.3", marker="s", mfc="white", ls="--", lw=1.0, ms=4,
+                   label="unbalanced split")], loc="upper left", frameon=True)
+        axs.set(ylim=(-0.02, 1.02), ylabel="fraction", xlabel=r"$\beta$",
+                title="(b) antipodal pairs by the split the tokens merged into")
     axc.set(ylabel="P(clustered at T)", xlabel=r"$\beta$",
             ylim=(max(-0.02, float(ds.p_clustered_low.min()) - 0.05), 1.02),
             title="(c) every pair together or antipodal")

@@ -1,22 +1,15 @@
 r"""Figure 7: antipodal structure, once formed, persists.
 
-Same model as Figure 6, at a few large :math:`\beta`.  Every trajectory's Gram matrix is
-recorded on a logarithmic grid of times in one run, and at each recorded time we count the
-trajectories with at least one antipodal pair.  The paper (section 6, paragraph "Multiple
-Tokens Case") reports that at large :math:`\beta` clustering happens well before T = 500
-and that the fraction with antipodal structure then stays put.
-
-A constant *fraction* could hide trajectories that trade places, so each cell also follows
-every trajectory: ``n_lost(time)`` (an antipodal pair at that time, none at T),
-``n_gained(time)`` (the reverse), ``n_unsettled(time)`` (the status at some recorded time
-at or after ``time`` differs from that at T: once zero, nothing changes any more) and
-``n_split(time, minority)`` (clustered into two antipodal groups, the smaller of which has
-``minority`` tokens).  With equal groups and softmax attention every token receives exactly
-the attention of a two-token antipodal pair; unequal groups have no two-token counterpart.
-Each cell also compares the trajectories merged into each split with the two-cluster
-diffusion's prediction (:func:`stochastic_transformers.two_clusters.persistence_of_merged`).
-
-Attention is softmax by default, for the reason given in Figure 6.
+Same model as Figure 6, at a few large :math:`\beta`, each trajectory's Gram matrix recorded
+on a logarithmic time grid.  The paper (section 6, paragraph "Multiple Tokens Case") reports
+that at large :math:`\beta` the tokens cluster well before T = 500 and the fraction with
+antipodal structure then stays put.  A constant fraction could hide trajectories that trade
+places, so each cell follows every trajectory: ``n_lost(time)`` (a pair then, none at T),
+``n_gained`` (the reverse), ``n_unsettled`` (the status differs from that at T at some
+recorded time from then on) and ``n_split(time, minority)`` (two antipodal groups, the
+smaller of ``minority`` tokens; equal groups receive exactly the attention of a two-token
+pair under softmax), and compares the trajectories merged into each split with the
+two-cluster diffusion (:func:`stochastic_transformers.two_clusters.persistence_of_merged`).
 """
 
 from __future__ import annotations
@@ -33,9 +26,9 @@ from ..base import (add_outcome_fractions, cell_threads, laid_out, load_committe
                     trajectory_layer_work)
 from ..knobs import integer, real, reals
 from ..spec import Figure
-from . import _fig7_page
-# the discretisation check, reached from here by the page and the tests
-from ._fig7_page import check_matches, depth_check_verdicts, split_drop  # noqa: F401
+from ..words import listed, markdown_table
+from ._fig7_page import (check_matches, check_text, depth_check_verdicts,  # noqa: F401
+                         reference_index, split_drop)
 
 SCALES = {
     "smoke": dict(betas=(4.0, 8.0), n_tokens=4, n_traj=40, L=10, T=20.0, t_min=0.1, n_times=8,
@@ -152,7 +145,6 @@ def finish(ds, knobs):
 SECONDS_PER_WORK = 1.3e-7
 work = trajectory_layer_work("betas")
 
-
 #: Merged splits agree with the reduction when every |z| (at the times with at least
 #: PERSIST_MIN_MERGED merged) is at most this: over 3 betas x 2 splits x ~40 correlated
 #: times a correct prediction exceeds 4 with probability of order 1%.
@@ -195,39 +187,30 @@ def _per_beta(sub, times, i_ref) -> dict:
     return row
 
 
-def summary(ds, t_ref=None) -> dict:
-    """Numbers the notebook quotes, per beta and across betas.
-
-    Persistence is measured from ``t_ref`` (default T/10).  ``per_beta[beta]``: ``p_ref``,
-    ``p_final`` (fractions with an antipodal pair at ``t_ref`` and T), ``lost``/``gained``
-    in between, ``max_dev_after_ref``, ``t_settle_99`` (from when at
+def summary(ds) -> dict:
+    """Numbers the page quotes.  ``per_beta[beta]``: ``p_ref``, ``p_final`` (fractions with an
+    antipodal pair at ``t_ref``, the first recorded time from T/10 on, and at T),
+    ``lost``/``gained`` in between, ``max_dev_after_ref``, ``t_settle_99`` (from when at
     most 1% ever change status again), ``t_clustered_95``, ``t_level`` (from when the
     fraction stays within :data:`LEVEL_TOL` of its final value), the two-group
-    configurations by split at ``t_ref`` and T, and each merged split against its
-    prediction (largest |z| over the times with :data:`PERSIST_MIN_MERGED` merged).
-
-    Across betas: ``most_lost_beta`` (the beta where most trajectories lose
-    their pair, the first if none does) and ``most_lost``, its row with ``net_loss``,
-    ``unbalanced_drop`` (the fall of the unequal two-group configurations from ``t_ref`` to
-    T) and ``balanced_holds`` (the equal ones do not fall; None for odd N); ``others``, the
-    largest ``t_level`` and ``max_dev_after_ref`` over the other betas (NaN without any);
-    ``t_clustered_95_max`` (NaN if some beta never reaches 95%);
-    ``persist_max_abs_z`` and ``persist_agree`` (at most :data:`PERSIST_Z_MAX`; None
-    without a compared time).  ``beta_c`` is the two-token threshold in the run's d.
-    """
+    configurations by split at ``t_ref`` and T, and each merged split against its prediction
+    (largest |z| over the times with :data:`PERSIST_MIN_MERGED` merged).  ``most_lost``: the
+    row of the beta where most trajectories lose their pair (the first if none does) with
+    ``net_loss``, ``unbalanced_drop`` (the fall of the unequal splits) and
+    ``balanced_holds`` (the equal ones do not fall; None for odd N); ``others``: the largest
+    ``t_level`` and ``max_dev_after_ref`` over the other betas; ``t_clustered_95_max`` (NaN
+    if some beta never reaches 95%); ``persist_max_abs_z`` and ``persist_agree`` (at most
+    :data:`PERSIST_Z_MAX`; None without a compared time)."""
     times = ds.time.values
-    T = float(times[-1])
-    i_ref = min(int(np.searchsorted(times, T / 10 if t_ref is None else float(t_ref))),
-                times.size - 1)
+    i_ref = reference_index(times)
     rows = {float(b): _per_beta(ds.sel(beta=b), times, i_ref) for b in ds.beta.values}
     n_tok = int(ds.attrs["fixed_n_tokens"])
     b_most = max(rows, key=lambda b: rows[b]["lost"])
     row = rows[b_most]
-    unbalanced = [m for m in row["split_ref"] if 2 * m != n_tok]
     others = [r for b, r in rows.items() if b != b_most]
     t95 = [r["t_clustered_95"] for r in rows.values()]
-    out = {"n_traj": int(ds.n_traj.values.max()), "T": T, "t_ref": float(times[i_ref]),
-           "n_tokens": n_tok, "d": int(ds.attrs["fixed_d"]),
+    out = {"n_traj": int(ds.n_traj.values.max()), "T": float(times[-1]),
+           "t_ref": float(times[i_ref]), "n_tokens": n_tok, "d": int(ds.attrs["fixed_d"]),
            "scale": str(ds.attrs.get("scale", "")),
            "beta_c": float(theory.critical_beta(int(ds.attrs["fixed_d"]))), "per_beta": rows,
            "most_lost_beta": b_most,
@@ -235,7 +218,7 @@ def summary(ds, t_ref=None) -> dict:
                "beta": b_most, **{k: v for k, v in row.items() if k != "merged"},
                "net_loss": row["lost"] - row["gained"],
                "unbalanced_drop": int(sum(row["split_ref"][m] - row["split_final"][m]
-                                          for m in unbalanced)),
+                                          for m in row["split_ref"] if 2 * m != n_tok)),
                "balanced_holds": (row["split_final"][n_tok // 2] >= row["split_ref"][n_tok // 2]
                                   if n_tok % 2 == 0 else None)},
            "others": {"t_level_max": max((r["t_level"] for r in others), default=float("nan")),
@@ -252,10 +235,9 @@ def summary(ds, t_ref=None) -> dict:
 
 def discretisation_check(ds, beta, source, *, cache_dir=None, **overrides):
     """The run of ``ds`` again at ``beta`` with four times the layers per unit time and half
-    the trajectories: ``(dataset, seconds)``.  A committed result (``source`` says so) comes
-    with its committed check, reused when it is the check of this run (:func:`check_matches`;
-    the seconds are then its cells' compute time); otherwise it is computed at the scale
-    shown, with the page's ``overrides``."""
+    the trajectories: ``(dataset, seconds)``.  A committed result comes with its committed
+    check, reused when it matches (:func:`check_matches`; the seconds are then its cells'
+    compute time); otherwise it is computed at the scale ``ds`` was, with ``overrides``."""
     start = time.perf_counter()
     check = load_committed("fig7_check") if source.startswith("the committed") else None
     if check is not None and check_matches(ds, check, beta)["usable"]:
@@ -266,44 +248,116 @@ def discretisation_check(ds, beta, source, *, cache_dir=None, **overrides):
     return check, time.perf_counter() - start
 
 
+def _verdict(stats) -> str:
+    """The paper's two claims: clustering before T/10 at every beta, and a fraction with an
+    antipodal pair within :data:`LEVEL_TOL` of its value at T from ``t_ref`` on."""
+    rows, t95 = stats["per_beta"], stats["t_clustered_95_max"]
+    flat = [b for b, r in rows.items() if r["max_dev_after_ref"] <= LEVEL_TOL]
+    moved = [b for b in rows if b not in flat]
+    early = bool(np.isfinite(t95) and t95 <= stats["T"] / 10)
+    word = ("Reproduced" if early and not moved else
+            "Not reproduced" if not (early or flat) else "Partly reproduced")
+    clustering = (f"95% of the trajectories are clustered by $t$ = {t95:.3g} at every $\\beta$"
+                  if early else "at some $\\beta$ fewer than 95% of the trajectories are "
+                  "clustered by $T/10$")
+    holds = (f"from $t$ = {stats['t_ref']:.0f} on the fraction with an antipodal pair stays "
+             f"within {100 * LEVEL_TOL:g} points of its value at $T$ at $\\beta$ = "
+             + listed(flat, "g") if flat else "the fraction with an antipodal pair moves after "
+             "$t = T/10$ at every $\\beta$")
+    if flat and moved:
+        holds += ", but not at $\\beta$ = " + listed(moved, "g")
+    return f"**{word}:** {clustering}, and {holds}."
+
+
+def _readings(stats) -> dict[str, str]:
+    """``fall`` (the beta with most losses), ``splits`` (its two-group counts) and
+    ``persist`` (the merged splits against the reduction), for any run."""
+    s, n, t = stats["most_lost"], stats["n_tokens"], f"$t$ = {stats['t_ref']:.0f}"
+    fall = (f"at $\\beta$ = {s['beta']:g} the fraction with an antipodal pair falls from "
+            f"{s['p_ref']:.2f} at {t} to {s['p_final']:.2f} at $T$"
+            + (", as configurations of unequal groups break up" if s["unbalanced_drop"] > 0
+               else "") if s["net_loss"] > 0 else
+            f"in this run no $\\beta$ loses more antipodal pairs than it gains after {t}")
+    counts = [f"the {m}-vs-{n - m} count " + (f"stays at {s['split_final'][m]:,}"
+              if ref == s["split_final"][m] else
+              f"goes from {ref:,} at {t} to {s['split_final'][m]:,} at $T$")
+              for m, ref in s["split_ref"].items()]
+    z, agree = stats.get("persist_max_abs_z"), stats.get("persist_agree")
+    persist = (f"This run is too small to judge it: no recorded time has {PERSIST_MIN_MERGED} "
+               "merged trajectories." if agree is None else
+               f"They agree to within {z:.1f} standard errors at every compared time." if agree
+               else f"**They differ by up to {z:.1f} standard errors, more than the "
+               f"{PERSIST_Z_MAX:g} a correct prediction allows.**")
+    return {"fall": fall, "splits": f"At $\\beta$ = {s['beta']:g} " + "; ".join(counts) + ".",
+            "persist": persist}
+
+
+def _tables(stats) -> dict[str, str]:
+    """``table``: per beta the clustering time, the antipodal fraction at ``t_ref`` and at T,
+    the trajectories lost and gained, and the two-group configurations by split;
+    ``merged_table``: the merged splits against the reduction (empty without them)."""
+    n, rows = stats["n_tokens"], stats["per_beta"]
+
+    def when(t):
+        return f"{t:.3g}" if np.isfinite(t) and t < stats["T"] else None
+
+    def pct(x):
+        return f"{100 * x:.1f}%" if np.isfinite(x) else None
+
+    splits = list(next(iter(rows.values()))["split_ref"])
+    table = markdown_table(
+        ["$\\beta$", "95% clustered by $t$", "≤ 1% still change after $t$",
+         f"antipodal at $t$ = {stats['t_ref']:.3g}", "at $T$ [95% band]", "lost", "gained",
+         *(f"{m} vs {n - m}" for m in splits)],
+        [[f"{b:g}", when(s["t_clustered_95"]), when(s["t_settle_99"]), pct(s["p_ref"]),
+          f"{pct(s['p_final'])} [{100 * s['low_final']:.1f}, {100 * s['high_final']:.1f}]",
+          f"{s['lost']:,}", f"{s['gained']:,}",
+          *(f"{s['split_ref'][m]:,} → {s['split_final'][m]:,}" for m in splits)]
+         for b, s in rows.items()])
+    merged = [[f"{b:g}", f"{m} vs {n - m}", f"{r['n_merged_final']:,}", pct(r["p_final"]),
+               pct(r["predicted_final"]), f"{r['max_abs_z']:.1f} ({r['n_times_compared']})"
+               if r["n_times_compared"] else None]
+              for b, s in rows.items() for m, r in s.get("merged", {}).items()]
+    return {"table": table, "merged_table": markdown_table(
+        ["$\\beta$", "split", "merged by $T$", "antipodal at $T$", "predicted",
+         "largest \\|z\\| (times)"], merged) if merged else ""}
+
+
 def phrases(stats, ds=None, check=None) -> dict[str, str]:
-    """The page's Markdown: ``verdict`` (:func:`._fig7_page.verdict`), the tables
-    (:func:`._fig7_page.tables`) and, with the run ``ds`` and its discretisation ``check``,
-    ``check`` (:func:`._fig7_page.check_text`)."""
-    out = {"verdict": _fig7_page.verdict(stats, LEVEL_TOL), **_fig7_page.tables(stats)}
+    """The page's Markdown: ``verdict``, ``fall``, ``splits``, ``persist``, the tables and,
+    with the run ``ds`` and its discretisation ``check``, ``check``."""
+    out = {"verdict": _verdict(stats), **_readings(stats), **_tables(stats)}
     if check is not None:
-        out["check"] = _fig7_page.check_text(ds, check, stats["most_lost_beta"])
+        out["check"] = check_text(ds, check, stats["most_lost_beta"])
     return out
-
-
-def _panel(ax, t, sub, name, colour, style="-"):
-    """One fraction of ``sub`` against time with its Wilson band."""
-    ax.fill_between(t, sub[f"{name}_low"], sub[f"{name}_high"], color=colour, alpha=0.2, lw=0)
-    ax.plot(t, sub[name], style, lw=1.5, color=colour)
 
 
 def plot(ds):
     """(a) fraction with an antipodal pair (and clustered) vs time; (b) trajectories not yet
-    settled; (c) the two-group antipodal configurations by the size of the smaller group;
-    (d) the merged splits against the two-cluster diffusion."""
+    settled; (c) the two-group configurations by the size of the smaller group; (d) the
+    merged splits against the two-cluster diffusion."""
     import matplotlib.pyplot as plt
 
     from ...style import palette
 
     t, n_tok, styles = ds.time.values, int(ds.attrs["fixed_n_tokens"]), ["-", "--", ":", "-."]
-    merged = "p_persist" in ds
     fig, axes = plt.subplots(2, 2, figsize=(8.0, 6.6), sharex=True)
     ax, axu, axs, axp = axes.ravel()
+
+    def band(a, sub, name, colour, style="-"):
+        a.fill_between(t, sub[f"{name}_low"], sub[f"{name}_high"], color=colour, alpha=0.2, lw=0)
+        a.plot(t, sub[name], style, lw=1.5, color=colour)
+
     for colour, b in zip(palette(ds.beta.size), ds.beta.values):
         sub = ds.sel(beta=b)
-        _panel(ax, t, sub, "p_antipodal_pair", colour)
+        band(ax, sub, "p_antipodal_pair", colour)
         ax.plot(t, sub.p_clustered, "--", lw=1.0, color=colour)
-        _panel(axu, t, sub, "p_unsettled", colour)
+        band(axu, sub, "p_unsettled", colour)
         ax.plot([], [], "-", color=colour, label=rf"$\beta$ = {b:g}")
         for j, m in enumerate(ds.minority.values):
             ss, style = sub.sel(minority=m), styles[j % len(styles)]
-            _panel(axs, t, ss, "p_split", colour, style)
-            if merged:   # where enough trajectories have merged for the fraction to mean much
+            band(axs, ss, "p_split", colour, style)
+            if "p_persist" in ds:   # where enough trajectories have merged to mean much
                 shown = ss.n_merged_split >= 20
                 axp.plot(t, ss.p_persist.where(shown), "o", ms=2.5, color=colour)
                 axp.plot(t, ss.p_persist_predicted.where(shown), style, lw=1.2, color=colour)
@@ -322,11 +376,11 @@ def plot(ds):
         a.set(xscale="log", xlim=(t[0], t[-1]))
     for a in axes[1]:
         a.set_xlabel("time $t$")
-    ax.legend(loc="upper left")
-    axs.legend(loc="upper left")
-    axp.legend(loc="lower left")
+    for a, where in ((ax, "upper left"), (axs, "upper left"), (axp, "lower left")):
+        a.legend(loc=where)
     return laid_out(fig, f"N = {n_tok}, d = {ds.attrs['fixed_d']}, L = {ds.attrs['fixed_L']}, "
                     f"{int(ds.n_traj.values.max()):,} trajectories per β")
+
 
 FIGURE = Figure.declared(
     globals(), "fig7", source="paper",

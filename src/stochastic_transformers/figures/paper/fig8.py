@@ -1,12 +1,10 @@
 r"""Figure 8 (appendix D.1): the two-token outcome against the time horizon.
 
-The setting of Figure 3 (two tokens, Gaussian values, :math:`B = I`), for one beta in each
-regime of Theorem 2 over d = 4..10 (I: -1 attracts for no d, II: for the small d only,
-III: for every d) and every d.  One run per (beta, d) records the overlap on a log-spaced
-time grid, so it gives the fractions of pairs not yet clustered, in one cluster and
-antipodal (tolerance :math:`10^{-3}`, from the gaps :math:`1 \mp Z` that the exact overlap
-chain keeps at full precision; no early stopping) at every horizon :math:`t \le T` at once.
-Their long-time limit is :func:`stochastic_transformers.theory.antipodal_probability`.
+The setting of Figure 3 for one beta in each regime of Theorem 2 over d = 4..10 (I: -1
+attracts for no d, II: for the small d only, III: for every d) and every d.  One run per
+(beta, d) records the overlap on a log-spaced time grid, so it gives the fractions of pairs
+not yet clustered, in one cluster and antipodal (tolerance :math:`10^{-3}`, no early
+stopping) at every horizon :math:`t \le T` at once.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from ..base import (add_outcome_fractions, cell_threads, laid_out, log_time_grid
                     trajectory_layer_work)
 from ..knobs import integers
 from ..spec import Figure
+from ..words import verdict
 from .fig3 import NEAR
 
 #: beta of each regime for d = 4..10: 0.25 < beta_c(4) = 0.658; beta_c(7) = 1.146 < 1.2 <
@@ -37,27 +36,20 @@ SCALES = {
 
 #: A (beta, d) point counts as settled once the unclustered fraction stays at or below this.
 SETTLE_LEVEL = 0.01
-
-#: The paper's claim (proportions stabilise well below the largest horizon) holds in a run
-#: where every point has settled by this fraction of T (``settled_early`` in :func:`summary`),
-SETTLED_EARLY_FRACTION = 0.5
-#: the antipodal fraction moves by at most this much between T/10 and T (``flat``),
-FLAT_LATE_CHANGE = 0.02
-#: and at T at least this share of the points lies within 2 standard errors of the
-#: long-time limit, none beyond :data:`AGREE_MAX_Z` standard errors (``agrees_with_theory``).
-AGREE_SHARE_2SE = 0.85
-AGREE_MAX_Z = 4.0
+#: The paper's claim (proportions stabilise well below the largest horizon) holds where every
+#: point has settled by this fraction of T (``settled_early``), the antipodal fraction moves
+#: by at most FLAT_LATE_CHANGE between T/10 and T (``flat``), and at T at least
+#: AGREE_SHARE_2SE of the points lie within 2 standard errors of the long-time limit, none
+#: beyond AGREE_MAX_Z (``agrees_with_theory``).
+SETTLED_EARLY_FRACTION, FLAT_LATE_CHANGE, AGREE_SHARE_2SE, AGREE_MAX_Z = 0.5, 0.02, 0.85, 4.0
 #: Antipodal visits where -1 repels are transient when the fraction at T is at most this
 #: share of its peak over time (``transient_antipodal["reading"]``).
 TRANSIENT_DROP = 0.5
 
 
 def settle_time(p_unclustered, times, level=SETTLE_LEVEL):
-    """First recorded time from which the unclustered fraction stays at or below ``level``.
-
-    ``p_unclustered`` has time as its last axis; the result has the leading shape, with
-    ``inf`` where the fraction is above ``level`` at the last recorded time.
-    """
+    """First recorded time from which the unclustered fraction (time its last axis) stays at
+    or below ``level``; ``inf`` where it is above ``level`` at the last time."""
     level = check_real("level", level, 0.0, 1.0)
     p, times = on_time_axis("p_unclustered", p_unclustered, times)
     # from each time on, never above the level again
@@ -76,8 +68,7 @@ def cell(*, beta, d, n_traj, L, T, n_times, attention, tol, seed):
                               tol=tol)  # (trajectory, time)
     return {"n_single": np.sum(codes == SINGLE, axis=0),
             "n_antipodal": np.sum(codes == ANTIPODAL, axis=0),
-            "n_unclustered": np.sum(codes == UNCLUSTERED, axis=0),
-            "n_traj": n_traj}
+            "n_unclustered": np.sum(codes == UNCLUSTERED, axis=0), "n_traj": n_traj}
 
 
 def run(knobs, sweeps):
@@ -91,15 +82,12 @@ def run(knobs, sweeps):
 
 
 def finish(ds):
-    """The sweep's counts with, over ``(beta, d, time)``, ``p_unclustered``, ``p_single`` and
-    ``p_antipodal`` and their Wilson 95% bands (``*_low``, ``*_high``);
-    ``p_antipodal_limit(beta, d)`` (the exact long-time probability), ``beta_c(d)``,
-    ``antipodal_attracting(beta, d)``, ``n_attracting(beta)`` (how many of the d's have an
-    attracting antipodal pair), ``settle_time(beta, d)`` (:func:`settle_time`),
-    ``t_half(beta, d)`` (from when at most half the pairs are unclustered), ``z_final(beta,
-    d)`` (deviation of ``p_antipodal`` at T from the limit, in standard errors) and
-    ``late_change(beta, d)`` (``p_antipodal`` at T minus at the recorded time nearest T/10).
-    """
+    """The sweep's counts with the fractions ``p_*(beta, d, time)`` and their Wilson bands;
+    over ``(beta, d)``: ``p_antipodal_limit`` (the exact long-time probability),
+    ``antipodal_attracting``, ``settle_time``, ``t_half`` (at most half unclustered),
+    ``z_final`` (deviation at T from the limit, in standard errors) and ``late_change``
+    (``p_antipodal`` at T minus at the recorded time nearest T/10); ``beta_c(d)`` and
+    ``n_attracting(beta)``."""
     ds = add_outcome_fractions(ds, ("unclustered", "single", "antipodal"))
     betas, d_vals, times = ds.beta.values, ds.d.values, ds.time.values
     ds["p_antipodal_limit"] = (("beta", "d"), np.array(
@@ -120,28 +108,23 @@ def finish(ds):
 
 def _per_beta(ds) -> dict:
     """Per beta: which d's have an attracting antipodal pair, settling, deviations at T."""
-    per_beta = {}
-    n_d = ds.sizes["d"]
+    per_beta, n_d = {}, ds.sizes["d"]
     for b in ds.beta.values:
         sub = ds.sel(beta=b)
-        settle = sub.settle_time.values
-        n_att = int(sub.n_attracting)
+        settle, n_att = sub.settle_time.values, int(sub.n_attracting)
         per_beta[float(b)] = {
             "attracting": "none" if n_att == 0 else "all" if n_att == n_d else "some",
             "attracting_d": [int(d) for d in sub.d.values[sub.antipodal_attracting.values]],
-            "max_settle": float(np.max(settle)),
-            "settled": bool(np.all(np.isfinite(settle))),
+            "max_settle": float(np.max(settle)), "settled": bool(np.all(np.isfinite(settle))),
             "max_abs_z": z_digest(sub.z_final)["max_abs_z"],
-            "max_abs_late_change": float(np.max(np.abs(sub.late_change.values))),
-        }
+            "max_abs_late_change": float(np.max(np.abs(sub.late_change.values)))}
     return per_beta
 
 
 def _transient(ds) -> dict:
     """Antipodal pairs counted where -1 does not attract: the largest fraction over time
-    (where and when), the largest at T, and the reading (``transient`` when the fraction
-    at T is at most :data:`TRANSIENT_DROP` of that peak, ``persistent`` otherwise,
-    ``none`` when no such pair was ever counted)."""
+    (where and when), the largest at T, and the reading (``none``, or ``transient`` when
+    the fraction at T is at most :data:`TRANSIENT_DROP` of that peak, else ``persistent``)."""
     repelling = ~ds.antipodal_attracting.values
     p_a = ds.p_antipodal.values
     out = {"max": 0.0, "beta": float("nan"), "d": -1, "time": float("nan"),
@@ -153,9 +136,8 @@ def _transient(ds) -> dict:
                    d=int(ds.d.values[idd]), time=float(ds.time.values[it]),
                    at_T=float(np.max(np.where(repelling, p_a[..., -1], 0.0))))
     out["visited"] = out["max"] > 0
-    out["reading"] = ("none" if not out["visited"] else
-                      "transient" if out["at_T"] <= TRANSIENT_DROP * out["max"] else
-                      "persistent")
+    out["reading"] = "none" if not out["visited"] else "transient" if \
+        out["at_T"] <= TRANSIENT_DROP * out["max"] else "persistent"
     return out
 
 
@@ -167,66 +149,46 @@ def _figure3_grid() -> dict:
     beta_c = {int(d): float(theory.critical_beta(int(d))) for d in dims}
     beta_ii = BETAS[1]
     last = max(d for d in dims if theory.antipodal_attracting(beta_ii, int(d)))
-    return {"d_min": min(dims), "d_max": max(dims), "beta_c": beta_c,
-            "regime_ii_beta": beta_ii, "regime_ii_last_d": last,
-            "regime_ii_next_d": last + 1, "beta_c_last": beta_c[last],
+    return {"d_min": min(dims), "d_max": max(dims), "beta_c": beta_c, "regime_ii_beta": beta_ii,
+            "regime_ii_last_d": last, "regime_ii_next_d": last + 1, "beta_c_last": beta_c[last],
             "beta_c_next": float(theory.critical_beta(last + 1))}
 
 
-def _closest_threshold(ds) -> dict:
-    """The point (beta, d) of the run nearest to its threshold beta_c(d), and
-    ``distance`` = beta - beta_c(d) there (negative: below the threshold)."""
+def _thresholds(ds) -> dict:
+    """``closest_threshold``: the point (beta, d) of the run nearest to its threshold, with
+    ``distance`` = beta - beta_c(d); ``near_thresholds``: the points within Figure 3's band
+    :data:`~.fig3.NEAR` around beta_c(d) and their largest late change."""
     gap = ds.beta.values[:, None] - ds.beta_c.values[None, :]
     ib, idd = np.unravel_index(int(np.argmin(np.abs(gap))), gap.shape)
-    return {"beta": float(ds.beta.values[ib]), "d": int(ds.d.values[idd]),
-            "distance": float(gap[ib, idd])}
-
-
-def _near_thresholds(ds) -> dict:
-    """The points (beta, d) of the run within :data:`fig3.NEAR <.fig3.NEAR>` of beta_c(d),
-    the band Figure 3 reports apart: their number, the points, and the largest late change
-    of the antipodal fraction among them."""
-    gap = np.abs(ds.beta.values[:, None] - ds.beta_c.values[None, :])
-    idx = np.argwhere(gap < NEAR)
+    idx = np.argwhere(np.abs(gap) < NEAR)
     late = [abs(float(ds.late_change.values[i, j])) for i, j in idx]
-    return {"window": NEAR, "n": int(len(idx)),
-            "points": [(float(ds.beta.values[i]), int(ds.d.values[j])) for i, j in idx],
-            "max_abs_late_change": max(late, default=0.0)}
-
-
-def _grid_step(times, lo, hi) -> float:
-    """Largest relative step t[k+1]/t[k] - 1 of the recorded times between ``lo`` and
-    ``hi`` (both included; the step into ``lo`` counts): the resolution of a time read
-    off that grid, such as ``t_half``."""
-    t = times[times > 0]
-    ks = np.nonzero((t[1:] >= lo) & (t[:-1] <= hi))[0]
-    return float(np.max(t[ks + 1] / t[ks] - 1.0)) if ks.size else float("nan")
+    return {"closest_threshold": {"beta": float(ds.beta.values[ib]), "d": int(ds.d.values[idd]),
+                                  "distance": float(gap[ib, idd])},
+            "near_thresholds": {"window": NEAR, "n": int(len(idx)), "points": [
+                (float(ds.beta.values[i]), int(ds.d.values[j])) for i, j in idx],
+                "max_abs_late_change": max(late, default=0.0)}}
 
 
 def _t_half(ds) -> dict:
-    """When half of the pairs have clustered: the range over the points, its resolution on
-    the recorded grid, and for how many betas it does not increase with d."""
+    """When half of the pairs have clustered: the range over the points, the largest
+    relative step of the recorded times over that range (the resolution of ``t_half``),
+    and for how many betas it does not increase with d."""
     t_half = ds.t_half.values
-    faster_with_d = [bool(np.all(np.diff(row) <= 0)) for row in t_half]
-    n_faster = sum(faster_with_d)
+    n_faster = sum(bool(np.all(np.diff(row) <= 0)) for row in t_half)
     lo, hi = float(np.min(t_half)), float(np.max(t_half))
-    return {"t_half_decreasing_in_d": faster_with_d, "n_t_half_decreasing": n_faster,
-            "t_half_trend": ("all" if n_faster == len(faster_with_d) else
-                             "some" if n_faster else "none"),
-            "t_half_range": (lo, hi), "t_half_grid_step": _grid_step(ds.time.values, lo, hi)}
+    t = ds.time.values[ds.time.values > 0]
+    ks = np.nonzero((t[1:] >= lo) & (t[:-1] <= hi))[0]   # the step into lo counts
+    step = float(np.max(t[ks + 1] / t[ks] - 1.0)) if ks.size else float("nan")
+    return {"n_t_half_decreasing": n_faster, "t_half_range": (lo, hi), "t_half_grid_step": step,
+            "t_half_trend": "all" if n_faster == len(t_half) else "some" if n_faster else "none"}
 
 
 def summary(ds) -> dict:
-    """Numbers the page quotes (per beta and overall), and the verdicts its wording
-    follows: ``settled_early`` (every point settled by :data:`SETTLED_EARLY_FRACTION` of T),
-    ``flat`` (late change at most :data:`FLAT_LATE_CHANGE`), ``agrees_with_theory`` (at
-    least :data:`AGREE_SHARE_2SE` of the points within 2 standard errors, none beyond
-    :data:`AGREE_MAX_Z`), ``agrees_with_paper`` (all three), ``t_half_trend`` (``all``,
-    ``some`` or ``none`` of the betas with a half-clustering time that does not increase
-    with d, on the recorded grid, whose relative step over the range of ``t_half`` is
-    ``t_half_grid_step``) and ``transient_antipodal["reading"]`` (see :func:`_transient`).
-    ``closest_threshold`` is the point of the run nearest to beta_c(d), ``near_thresholds``
-    those within Figure 3's band around it (:func:`_near_thresholds`)."""
+    """Numbers the page quotes (per beta and overall), and the verdicts its wording follows:
+    ``settled_early``, ``flat``, ``agrees_with_theory`` (see :data:`SETTLED_EARLY_FRACTION`),
+    ``agrees_with_paper`` (all three), ``t_half_trend`` (whether the half-clustering time
+    does not increase with d for ``all``, ``some`` or ``none`` of the betas) and
+    ``transient_antipodal["reading"]`` (:func:`_transient`)."""
     T = float(ds.time.values[-1])
     z = z_digest(ds.z_final.values)
     settle = ds.settle_time.values
@@ -235,80 +197,66 @@ def summary(ds) -> dict:
     settled_early = n_settled == settle.size and max_settle <= SETTLED_EARLY_FRACTION * T
     flat = max_late <= FLAT_LATE_CHANGE
     agree = z["share_within"] >= AGREE_SHARE_2SE and z["max_abs_z"] <= AGREE_MAX_Z
-    return {
-        "transient_antipodal": _transient(ds), **_t_half(ds),
-        "closest_threshold": _closest_threshold(ds), "near_thresholds": _near_thresholds(ds),
-        "T": T, "n_traj": int(ds.n_traj.values.max()), "n_points": int(settle.size),
-        "n_betas": int(ds.sizes["beta"]), "per_beta": _per_beta(ds),
-        "max_abs_z": z["max_abs_z"], "share_within_2se": z["share_within"],
-        "max_abs_late_change": max_late, "late_change_from": float(ds.attrs["late_change_from"]),
-        "settle_level": SETTLE_LEVEL, "n_settled": n_settled,
-        "all_settled": n_settled == settle.size, "max_settle": max_settle,
-        "max_settle_fraction": max_settle / T, "settled_early": bool(settled_early),
-        "flat": bool(flat), "agrees_with_theory": bool(agree),
-        "agrees_with_paper": bool(settled_early and flat and agree),
-        "figure3_grid": _figure3_grid(),
-    }
+    return {"transient_antipodal": _transient(ds), **_t_half(ds), **_thresholds(ds),
+            "T": T, "n_traj": int(ds.n_traj.values.max()), "n_points": int(settle.size),
+            "n_betas": int(ds.sizes["beta"]), "per_beta": _per_beta(ds),
+            "max_abs_z": z["max_abs_z"], "share_within_2se": z["share_within"],
+            "max_abs_late_change": max_late,
+            "late_change_from": float(ds.attrs["late_change_from"]),
+            "settle_level": SETTLE_LEVEL, "n_settled": n_settled,
+            "all_settled": n_settled == settle.size, "max_settle": max_settle,
+            "max_settle_fraction": max_settle / T, "settled_early": bool(settled_early),
+            "flat": bool(flat), "agrees_with_theory": bool(agree),
+            "agrees_with_paper": bool(settled_early and flat and agree),
+            "figure3_grid": _figure3_grid()}
 
 
-#: Seconds of simulation per trajectory-layer (the figure's unit of work) of the overlap
-#: chain with recorded times, measured on the committed paper run (results/fig8_paper.nc:
-#: 159 s of cell time for 8.4e8 trajectory-layers, on the project's 2-core machine).
+#: Seconds of simulation per trajectory-layer with recorded times, measured on the committed
+#: paper run (results/fig8_paper.nc: 159 s of cell time for 8.4e8 trajectory-layers).
 SECONDS_PER_WORK = 1.9e-7
 
 
-def _verdict(stats) -> str:
-    """Whether the run reproduces the paper's claim (:func:`summary`'s verdicts), in words."""
-    if stats["agrees_with_paper"]:
-        return (f"Reproduced: at every (β, d) the fraction not yet clustered stays at or below "
-                f"{stats['settle_level']:.0%} from t = {stats['max_settle']:.3g} on, "
-                f"{stats['max_settle_fraction']:.0%} of the horizon T = {stats['T']:g}; after "
-                f"t = {stats['late_change_from']:g} the antipodal fraction moves by at most "
-                f"{stats['max_abs_late_change']:.3f}, and at T it lies within 2 standard errors "
-                f"of the long-time limit at {stats['share_within_2se']:.0%} of the points.")
-    failed = [("not every point settles well before the horizon", stats["settled_early"]),
-              (f"the antipodal fraction still moves by up to {stats['max_abs_late_change']:.3f} "
-               "late in the run", stats["flat"]),
-              ("at T the fractions deviate from the long-time limit by more than the statistical "
-               f"error allows (up to {stats['max_abs_z']:.1f} standard errors)",
-               stats["agrees_with_theory"])]
-    return "Partly reproduced: " + "; ".join(text for text, ok in failed if not ok) + "."
+def _regime(per_beta: dict) -> str:
+    """For which d the antipodal pair attracts, from one beta's entry of ``per_beta``."""
+    return {"none": "no d", "all": "every d"}.get(
+        per_beta["attracting"], "d = " + ", ".join(map(str, per_beta["attracting_d"])))
 
 
 def phrases(stats) -> dict:
-    """The page's words (plain text): ``verdict``; per beta, ``regime`` (for which d the
-    antipodal pair attracts) and ``settle`` (from when at most :data:`SETTLE_LEVEL` of the
-    pairs are unclustered); ``transient``, what the pairs counted antipodal where -1
-    repels do; ``nearest``, the point of the run nearest to a threshold; and
-    ``near_points``, the points within Figure 3's band around a threshold."""
-    tr = stats["transient_antipodal"]
-    if tr["visited"]:
-        transient = (f"Where -1 repels, a few pairs still pass within the tolerance of it: at "
-                     f"most {tr['max']:.2%} of them (β = {tr['beta']:g}, d = {tr['d']}, at "
-                     f"t = {tr['time']:.2g}), and at most {tr['at_T']:.2%} at T. " + (
-                         "These visits are transient: a horizon of a few time units would count "
-                         "such pairs as antipodal, a long one does not."
-                         if tr["reading"] == "transient" else
-                         "Many of them are still there at T, so a longer horizon would count "
-                         "fewer pairs as antipodal."))
-    else:
-        transient = "No pair comes within the tolerance of -1 where -1 repels."
-    per_beta, near = stats["per_beta"], stats["closest_threshold"]
-    nearest = (f"β = {near['beta']:g} at d = {near['d']}, "
-               f"{abs(near['distance']):.3f} {'below' if near['distance'] < 0 else 'above'} "
-               f"β_c({near['d']})")
-    nt = stats["near_thresholds"]
-    near_betas = sorted({b for b, _ in nt["points"]})
-    near_points = ("none" if not nt["n"] else "; ".join(
-        f"β = {b:g} at d = " + ", ".join(str(d) for bb, d in nt["points"] if bb == b)
-        for b in near_betas))
-    return {"verdict": _verdict(stats), "transient": transient, "nearest": nearest,
-            "near_points": near_points,
-            "regime": {b: {"none": "no d", "all": "every d"}.get(
-                s["attracting"], "d = " + ", ".join(map(str, s["attracting_d"])))
-                for b, s in per_beta.items()},
-            "settle": {b: f"t = {s['max_settle']:.3g}" if s["settled"] else "not within T"
-                       for b, s in per_beta.items()}}
+    """The page's words: ``verdict``; per beta, ``regime`` and ``settle`` (from when at most
+    :data:`SETTLE_LEVEL` of the pairs are unclustered); ``transient``, what the pairs counted
+    antipodal where -1 repels do; ``nearest`` and ``near_points``, the points of the run
+    nearest to a threshold and within Figure 3's band around one."""
+    s, tr, near = stats, stats["transient_antipodal"], stats["closest_threshold"]
+    late = f"{s['max_abs_late_change']:.3f}"
+    checks = [(s["settled_early"], f"at every (β, d) the fraction not yet clustered stays at or "
+               f"below {s['settle_level']:.0%} from t = {s['max_settle']:.3g} on, "
+               f"{s['max_settle_fraction']:.0%} of the horizon T = {s['T']:g}",
+               "not every point settles well before the horizon"),
+              (s["flat"], f"after t = {s['late_change_from']:g} the antipodal fraction moves by "
+               f"at most {late}", f"the antipodal fraction still moves by up to {late} late"),
+              (s["agrees_with_theory"], "at T it lies within 2 standard errors of the long-time "
+               f"limit at {s['share_within_2se']:.0%} of the points", "at T the fractions "
+               f"deviate from their limit by up to {s['max_abs_z']:.1f} standard errors")]
+    transient = "No pair comes within the tolerance of -1 where -1 repels." if not tr["visited"] \
+        else (f"Where -1 repels, a few pairs still pass within the tolerance of it: at most "
+              f"{tr['max']:.2%} of them (β = {tr['beta']:g}, d = {tr['d']}, at t = "
+              f"{tr['time']:.2g}), and at most {tr['at_T']:.2%} at T. " + (
+                  "These visits are transient: a horizon of a few time units would count such "
+                  "pairs as antipodal, a long one does not." if tr["reading"] == "transient" else
+                  "Many of them are still there at T, so a longer horizon would count fewer "
+                  "pairs as antipodal."))
+    points = s["near_thresholds"]["points"]
+    return {"verdict": verdict(checks, ("Reproduced", "Partly reproduced", "Not reproduced")),
+            "transient": transient,
+            "nearest": f"β = {near['beta']:g} at d = {near['d']}, {abs(near['distance']):.3f} "
+                       f"{'below' if near['distance'] < 0 else 'above'} β_c({near['d']})",
+            "near_points": "; ".join(f"β = {b:g} at d = " + ", ".join(
+                str(d) for bb, d in points if bb == b) for b in sorted({b for b, _ in points}))
+            or "none",
+            "regime": {b: _regime(p) for b, p in s["per_beta"].items()},
+            "settle": {b: f"t = {p['max_settle']:.3g}" if p["settled"] else "not within T"
+                       for b, p in s["per_beta"].items()}}
 
 
 def plot(ds):
@@ -317,35 +265,28 @@ def plot(ds):
 
     from ...style import palette
 
-    betas, d_vals = ds.beta.values, ds.d.values
-    t = ds.time.values
+    betas, d_vals, t = ds.beta.values, ds.d.values, ds.time.values
     shown = t > 0  # log time axis
-    colours = palette(len(d_vals))
-    rows = (("unclustered", "not yet clustered"), ("single", "single cluster"),
-            ("antipodal", "antipodal pair"))
+    per_beta = _per_beta(ds)
     fig, axes = plt.subplots(3, len(betas), figsize=(8.0, 7.8), sharex=True, sharey="row",
                              squeeze=False)
     for col, b in enumerate(betas):
-        sub = ds.sel(beta=b)
-        attracting = d_vals[sub.antipodal_attracting.values]
-        regime = ("no d" if not attracting.size else "every d" if attracting.size == d_vals.size
-                  else "d = " + ", ".join(str(int(x)) for x in attracting))
-        axes[0, col].set_title(f"$\\beta$ = {b:g}\n$-1$ attracts for {regime}")
-        for row, (name, label) in enumerate(rows):
+        axes[0, col].set_title(f"$\\beta$ = {b:g}\n$-1$ attracts for {_regime(per_beta[float(b)])}")
+        for row, name in enumerate(("unclustered", "single", "antipodal")):
             ax = axes[row, col]
-            for colour, d in zip(colours, d_vals):
-                s = sub.sel(d=d)
+            for colour, d in zip(palette(len(d_vals)), d_vals):
+                s = ds.sel(beta=b, d=d)
                 ax.fill_between(t[shown], s[f"p_{name}_low"].values[shown],
                                 s[f"p_{name}_high"].values[shown], color=colour, alpha=0.2, lw=0)
                 ax.plot(t[shown], s[f"p_{name}"].values[shown], color=colour, lw=1.3,
                         label=f"d = {int(d)}")
                 p_limit = float(s.p_antipodal_limit)
-                limit = {"antipodal": p_limit, "single": 1.0 - p_limit}.get(name)
-                if limit is not None:
-                    ax.axhline(limit, color=colour, ls=":", lw=1.1)
+                if name != "unclustered":   # the long-time limits
+                    ax.axhline(p_limit if name == "antipodal" else 1.0 - p_limit, color=colour,
+                               ls=":", lw=1.1)
             ax.set_xscale("log")
-            if col == 0:
-                ax.set_ylabel(label)
+    for ax, label in zip(axes[:, 0], ("not yet clustered", "single cluster", "antipodal pair")):
+        ax.set_ylabel(label)
     axes[2, 0].plot([], [], color="0.3", ls=":", lw=1.1, label="long-time limit")
     handles, labels = axes[2, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=(len(handles) + 1) // 2)
@@ -353,9 +294,9 @@ def plot(ds):
     fig.supylabel("fraction of pairs")
     # nothing happens in the first tenth of a time unit (every pair is still unclustered)
     axes[2, 0].set_xlim(max(0.1, float(t[shown][0])), float(t[-1]) * 1.15)
+    top = max(0.05, float(ds.p_antipodal_high.max()), float(ds.p_antipodal_limit.max()))
     for ax in axes[:2].ravel():
         ax.set_ylim(-0.02, 1.02)
-    top = max(0.05, float(ds.p_antipodal_high.max()), float(ds.p_antipodal_limit.max()))
     for ax in axes[2]:
         ax.set_ylim(-0.01, min(1.0, 1.1 * top + 0.01))
     return laid_out(fig, rect=(0, 0.08, 1, 1))

@@ -18,6 +18,7 @@ from ...config import ModelConfig, RunConfig
 from ..base import laid_out
 from ..knobs import integer, real
 from ..spec import Figure
+from ..words import verdict
 
 _BASE = dict(d=4, beta=1.0, L=100, attention="softmax", seed=1)
 SCALES = {
@@ -30,10 +31,8 @@ TOL = 1e-3
 
 
 def run(knobs, sweeps):
-    """Run the trajectories (one call of :func:`simulate`, no sweep: ``sweeps`` is unused);
-    return ``overlap(trajectory, time)`` at every layer and the two gaps
-    ``one_minus_overlap`` and ``one_plus_overlap``, which keep their relative precision near
-    the poles."""
+    """One call of :func:`simulate` (no sweep): ``overlap(trajectory, time)`` at every layer
+    and the gaps ``one_minus_overlap``, ``one_plus_overlap`` (precise near the poles)."""
     L, T = knobs["L"], knobs["T"]
     times = np.arange(round(T * L) + 1) / L   # every layer (T * L is whole: checked)
     sim = simulate(ModelConfig(d=knobs["d"], beta=knobs["beta"], attention=knobs["attention"]),
@@ -59,21 +58,23 @@ def log_gap_rates(beta, d, sigma=1.0) -> dict:
             "antipodal": sigma**2 * (math.cosh(2 * beta) - (d - 2)) / math.cosh(beta) ** 2}
 
 
+def _gaps(ds):
+    """The distance to the nearer pole, the times, the index of T/2 and the paths by side."""
+    times, final = ds.time.values, ds.overlap.values[:, -1]
+    return (np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values), times,
+            int(np.searchsorted(times, times[-1] / 2)),
+            {"single": final >= 0, "antipodal": final < 0})
+
+
 def summary(ds) -> dict:
-    """Outcomes at T (the side of 0 each overlap ends on: ``n_single`` with Z_T >= 0,
-    ``n_antipodal`` with Z_T < 0, and how many end within the tolerance :data:`TOL` of
-    their pole), the smallest gap reached, the limit theory for the same (beta, d) (the
-    long-time law is the same for both attentions), and ``rate``: the rate at which the
-    log-gap falls over the second half of the run, averaged over the paths at each pole,
-    with its prediction ``rate_theory`` (:func:`log_gap_rates`)."""
-    final = ds.overlap.values[:, -1]
-    gaps = np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values)
+    """Outcomes at T (``n_single``: Z_T >= 0, ``n_antipodal``: Z_T < 0, ``n_within_tol`` of
+    their pole), the smallest gap, the limit theory for this (beta, d), and ``rate``: how
+    fast the log-gap falls over the second half of the run, averaged over the paths at each
+    pole, with its prediction ``rate_theory`` (:func:`log_gap_rates`)."""
+    gaps, times, half, sides = _gaps(ds)
     beta, d = float(ds.attrs["beta"]), int(ds.attrs["d"])
     tol = float(ds.attrs.get("tol", TOL))
-    times = ds.time.values
-    half = int(np.searchsorted(times, times[-1] / 2))
     slope = np.log(gaps[:, half] / gaps[:, -1]) / (times[-1] - times[half])
-    sides = {"single": final >= 0, "antipodal": final < 0}
     return {"n_traj": int(ds.sizes["trajectory"]), "T": float(times[-1]),
             "n_single": int(np.sum(sides["single"])),
             "n_antipodal": int(np.sum(sides["antipodal"])),
@@ -87,30 +88,25 @@ def summary(ds) -> dict:
 
 
 def phrases(stats) -> dict[str, str]:
-    """The page's words (plain text): ``verdict``, whether every path ends within the
-    tolerance of a pole without reaching it, as Lemmas 4 to 6 of the paper predict, and
-    ``rates``, the measured rates of the gaps against their predictions, with the number of
-    paths behind each (a rate from a single path is flagged as such)."""
+    """The page's words: ``verdict`` (does every path end within the tolerance of a pole
+    without reaching it, as Lemmas 4 to 6 predict) and ``rates`` (measured against predicted,
+    a rate from a single path flagged as such)."""
     n, within, up, down = (stats[k] for k in ("n_traj", "n_within_tol", "n_single", "n_antipodal"))
-    reached = "a gap reaches zero in floating point" if stats["min_gap"] == 0 else (
-        f"the gaps keep shrinking, down to {stats['min_gap']:.0e}, without reaching zero")
-    word = ("Not as predicted" if stats["min_gap"] == 0 else
-            "As predicted" if within == n else "Partly as predicted")
-    verdict = (f"{word}: all {n} paths end within the tolerance of a pole by "
-               f"t = {stats['T']:g} ({up} at +1, {down} at -1), and {reached}."
-               if within == n else
-               f"{word}: by t = {stats['T']:g}, {within} of the {n} paths are within the "
-               f"tolerance of a pole and the others still wander ({up} end on the side of +1, "
-               f"{down} on the side of -1); {reached}.")
+    checks = [(within == n, f"all {n} paths end within the tolerance of a pole by t = "
+               f"{stats['T']:g} ({up} at +1, {down} at -1)", f"by t = {stats['T']:g}, {within} "
+               f"of the {n} paths are within the tolerance of a pole and the others still wander "
+               f"({up} end on the side of +1, {down} on the side of -1)"),
+              (stats["min_gap"] > 0, f"the gaps keep shrinking, down to {stats['min_gap']:.0e}, "
+               "without reaching zero", "a gap reaches zero in floating point")]
     poles = [(k, pole, stats[f"n_{k}"]) for k, pole in (("single", "+1"), ("antipodal", "-1"))
              if stats["rate"][k] is not None]
     measured = [f"{stats['rate'][k]:.2f} near {pole} over {m} path{'s' if m != 1 else ''} "
                 f"(predicted {stats['rate_theory'][k]:.2f})" for k, pole, m in poles]
-    single = [pole for _, pole, m in poles if m == 1]
     caveat = "".join(f" The rate near {pole} rests on a single path, so how close it comes to "
-                     "its prediction is chance." for pole in single)
-    return {"verdict": verdict, "rates": "Over the second half of the run the gaps close at "
-                                         f"mean rates {' and '.join(measured)}.{caveat}"}
+                     "its prediction is chance." for _, pole, m in poles if m == 1)
+    return {"verdict": verdict(checks, ("As predicted", "Partly as predicted", "Not as predicted")),
+            "rates": f"Over the second half of the run the gaps close at mean rates "
+                     f"{' and '.join(measured)}.{caveat}"}
 
 
 def plot(ds):
@@ -119,21 +115,17 @@ def plot(ds):
 
     from ...style import palette
 
-    times = ds.time.values
+    gaps, times, half, sides = _gaps(ds)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(8.0, 3.4))
-    for colour, z, g1, g2 in zip(palette(ds.sizes["trajectory"]), ds.overlap.values,
-                                 ds.one_minus_overlap.values, ds.one_plus_overlap.values):
+    for colour, z, gap in zip(palette(ds.sizes["trajectory"]), ds.overlap.values, gaps):
         ax.plot(times, z, color=colour, lw=0.9)
-        ax2.semilogy(times, np.minimum(g1, g2), color=colour, lw=0.9)
+        ax2.semilogy(times, gap, color=colour, lw=0.9)
     ax.set(xlabel="time $t = n/L$", ylabel=r"overlap $Z_t$", ylim=(-1.05, 1.05),
            title=f"d = {ds.attrs['d']}, $\\beta$ = {ds.attrs['beta']:g}, L = {ds.attrs['L']}")
     ax2.axhline(ds.attrs["tol"], color="0.3", ls=":", lw=1, label=f"tolerance {ds.attrs['tol']:g}")
     # The predicted mean rates, drawn over the second half from the paths' geometric mean.
-    half = int(np.searchsorted(times, times[-1] / 2))
-    gaps = np.minimum(ds.one_minus_overlap.values, ds.one_plus_overlap.values)
     rates = log_gap_rates(ds.attrs["beta"], ds.attrs["d"], float(ds.attrs.get("sigma", 1.0)))
-    ends_high = ds.overlap.values[:, -1] >= 0
-    for side, paths in (("single", ends_high), ("antipodal", ~ends_high)):
+    for side, paths in sides.items():
         if paths.any() and rates[side] > 0:
             g0 = np.exp(np.log(gaps[paths, half]).mean())
             ax2.semilogy(times[half:], g0 * np.exp(-rates[side] * (times[half:] - times[half])),

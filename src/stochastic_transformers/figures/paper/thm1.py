@@ -1,21 +1,14 @@
 r"""Theorem 1 made visible: the discrete two-token model converges weakly to the SDE.
 
-For two tokens with Gaussian values and :math:`B = Q^\top K = I` the overlap :math:`Z^L_n`
-of the discrete model is a Markov chain (the exact ``overlap_chain`` of ``simulate``) that
-Theorem 1 with Lemma 4 sends, as :math:`L\to\infty`, to the overlap diffusion.  (Gaussian
-entries are unbounded, outside Theorem 1's Assumption 1: that they converge too is our
-expectation, checked here.)  The figure measures the **weak error**
-:math:`e_{f,t}(L) = E f(Z^L_{tL}) - E f(Z_t)` from :math:`Z^L_0 = Z_0 = z_0` for smooth
-:math:`f` at a few times, against the backward Kolmogorov solution
-(:func:`stochastic_transformers.sde.overlap_expectation`), and fits its order.  We expect
-:math:`e = C_1/L + C_2/L^2 + \dots` (a layer is an Euler-type step of size :math:`1/L` and
-the odd moments of the entries vanish); the paper proves no rate.  The chain runs with an
-exact martingale control variate (:mod:`stochastic_transformers.kernels.control_variate`:
-mean zero under the discrete model, variance :math:`O(1/L)` instead of :math:`O(1)`),
-beside the plain estimate of the same trajectories.  :func:`summary` reads the order from
-the signed errors at ``L >= fit_L_min`` (L = 3 is a step of 0.58, outside the asymptotic
-regime); the dataset also keeps a pure power law on the resolved :math:`|e|`, which ignores
-the second-order term (the committed run rejects it by its chi-square).
+With Gaussian values and :math:`B = I` the overlap :math:`Z^L_n` of two tokens is a Markov
+chain (the exact ``overlap_chain`` of ``simulate``) that Theorem 1 with Lemma 4 sends to the
+overlap diffusion (Gaussian entries lie outside Assumption 1: that they converge too is our
+expectation).  We measure the weak error :math:`e_{f,t}(L) = E f(Z^L_{tL}) - E f(Z_t)` against
+the backward Kolmogorov solution (:func:`stochastic_transformers.sde.overlap_expectation`)
+and fit its order, expecting :math:`C_1/L + C_2/L^2 + \dots` (a layer is an Euler-type step of
+size :math:`1/L`; the odd moments of the entries vanish); the paper proves no rate.  An exact
+martingale control variate (:mod:`stochastic_transformers.kernels.control_variate`: mean zero
+under the discrete model, variance :math:`O(1/L)`) runs beside the plain estimate.
 """
 
 from __future__ import annotations
@@ -31,11 +24,11 @@ from ... import kolmogorov, sde, theory
 from ..._validation import check_real
 from ...kernels import control_variate
 from ...stats import fit_corrected_order, fit_order, fit_two_term, pooled_mean_se
-from ..base import cell_threads, knob_attr, sweep_seconds
+from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
 from ..knobs import all_of, choices, integer, integers, real, reals, whole_layers
 from ..spec import Figure
 from . import _thm1_page as _page
-from ._thm1_page import table  # noqa: F401  (the page's table, with the summary's numbers)
+from ._thm1_page import table  # noqa: F401  (the page's table)
 
 #: Test functions of the overlap: name -> (callable, LaTeX label).
 FUNCTIONS = {"z": (lambda z: z, r"Z"), "z2": (lambda z: z * z, r"Z^2"),
@@ -116,34 +109,14 @@ def run(knobs, sweeps):
     return finish(raw, knobs)
 
 
-def _fits(ds, knobs):
-    """The pure power law (:func:`fit_order`) on ``weak_error`` (``fit_used(L)``, ``order``,
-    ``order_se``, ``log_constant``, ``chi2_red``, ``n_fit``) and on every pair's |error|
-    (``order_ft(function, time)``, ``order_ft_se``, ``n_fit_ft``, ``fit_used_ft``)."""
-    def fit(err, se):
-        return fit_order(ds.L.values, err, se, min_snr=knobs["fit_min_snr"],
-                         L_min=knobs["fit_L_min"])
-
-    fit_all = fit(ds.weak_error.values, ds.weak_error_se.values)
-    ds["fit_used"] = (("L",), fit_all["used"])
-    for key in ("order", "order_se", "log_constant", "chi2_red"):
-        ds[key] = fit_all[key]
-    ds["n_fit"] = int(fit_all["used"].sum())
-    fits = [[fit(np.abs(ds.bias.values[i, j]), ds.bias_se.values[i, j])
-             for j in range(ds.time.size)] for i in range(ds.function.size)]
-    for var, key in (("order_ft", "order"), ("order_ft_se", "order_se")):
-        ds[var] = (("function", "time"), [[r[key] for r in row] for row in fits])
-    ds["n_fit_ft"] = (("function", "time"), [[int(r["used"].sum()) for r in row] for row in fits])
-    ds["fit_used_ft"] = (("function", "time", "L"), [[r["used"] for r in row] for row in fits])
-    return ds
-
-
 def finish(raw, knobs):
     """The dataset: ``reference(function, time)`` (:math:`E f(Z_t)` of the limit) with
     ``reference_error``; ``mean_discrete(function, time, L)`` (control variate) and
     ``mean_plain``; the signed errors ``bias``, ``bias_plain`` with ``bias_se``,
     ``bias_se_plain``; ``weak_error(L)`` (:math:`\\max_{f,t}|e|`), ``weak_error_se`` (of the
-    entry attaining it), ``weak_error_snr``; and the fits of :func:`_fits`."""
+    entry attaining it), ``weak_error_snr``; and the pure power law on ``weak_error``
+    (:func:`fit_order`: ``fit_used(L)``, ``order``, ``order_se``, ``log_constant``,
+    ``chi2_red``, ``n_fit``)."""
     fns, times = list(knobs["functions"]), np.asarray(knobs["times"])
     ref = np.empty((len(fns), len(times)))
     ref_err = np.empty_like(ref)
@@ -168,7 +141,12 @@ def finish(raw, knobs):
     ds["weak_error_se"] = (("L",), ds.bias_se.stack(ft=("function", "time"))
                            .transpose("L", "ft").values[at])
     ds["weak_error_snr"] = ds.weak_error / ds.weak_error_se
-    ds = _fits(ds, knobs)
+    fit = fit_order(ds.L.values, ds.weak_error.values, ds.weak_error_se.values,
+                    min_snr=knobs["fit_min_snr"], L_min=knobs["fit_L_min"])
+    ds["fit_used"] = (("L",), fit["used"])
+    for key in ("order", "order_se", "log_constant", "chi2_red"):
+        ds[key] = fit[key]
+    ds["n_fit"] = int(fit["used"].sum())
     ds["cell_time_s"] = raw.elapsed_s.sum("block")
     # beta, d, attention, sigma and z0 are the sweep's fixed_* attributes
     ds.attrs.update(raw.attrs, fit_min_snr=knobs["fit_min_snr"], fit_L_min=knobs["fit_L_min"],
@@ -216,27 +194,15 @@ def _headline(ds):
     return np.unravel_index(int(np.argmax(last)), last.shape)
 
 
-def _verdict(head, snr) -> str:
-    """The verdict of :func:`summary` from the headline pair's two fits."""
-    if not (np.isfinite(head["order_corrected_se"]) and head["two_term_dof"] > 0):
-        return "too_few_points"
-    if not all(np.isfinite(head[k]) and head[k] >= FIT_P_MIN for k in ("two_term_p",
-                                                                        "corrected_p")):
-        return "poor_fit"
-    if not _within_one(head["order_corrected"], head["order_corrected_se"]):
-        return "not_first_order"
-    return "first_order" if abs(head["C1"]) >= snr * head["C1_se"] else "first_term_unresolved"
-
-
 _TWO_TERM = {"C1": "C1", "C1_se": "C1_se", "C2": "C2", "C2_se": "C2_se",
              "two_term_chi2": "chi2", "two_term_dof": "dof", "two_term_p": "p_value"}
 _FREE = {"order_corrected": "order", "order_corrected_se": "order_se",
-         "order_corrected_low": "order_low", "order_corrected_high": "order_high",
          "corrected_chi2": "chi2", "corrected_dof": "dof", "corrected_p": "p_value"}
 
 
 def _pair(ds, name, t, snr, L_min) -> dict:
-    """One (function, time) entry of :func:`summary`'s ``per_pair``."""
+    """One (function, time) entry of ``per_pair``: both fits of its signed errors, whether
+    they change sign at L >= L_min, its own pure power law and the range of L e."""
     Ls = ds.L.values
     b, se = ds.bias.sel(function=name, time=t).values, ds.bias_se.sel(function=name, time=t).values
     two = fit_two_term(Ls, b, se, L_min=L_min)
@@ -257,44 +223,52 @@ def _pair(ds, name, t, snr, L_min) -> dict:
     return entry
 
 
+def _verdict(head, snr) -> str:
+    """The verdict of :func:`summary` from the headline pair's two fits."""
+    if not (np.isfinite(head["order_corrected_se"]) and head["two_term_dof"] > 0):
+        return "too_few_points"
+    if not all(np.isfinite(head[k]) and head[k] >= FIT_P_MIN for k in ("two_term_p",
+                                                                        "corrected_p")):
+        return "poor_fit"
+    if not _within_one(head["order_corrected"], head["order_corrected_se"]):
+        return "not_first_order"
+    return "first_order" if abs(head["C1"]) >= snr * head["C1_se"] else "first_term_unresolved"
+
+
 def _order_part(ds, pairs, snr) -> dict:
     """The order from the headline pair's two fits, and the same fits over all pairs."""
     i, j = _headline(ds)
     head = next(p for p in pairs if p["function"] == str(ds.function.values[i])
                 and p["time"] == float(ds.time.values[j]))
     two_p = [q["two_term_p"] for q in pairs if np.isfinite(q["two_term_p"])]
-    c1_snr = [abs(q["C1"]) / q["C1_se"] for q in pairs if q["C1_se"] > 0]
     L_min = float(ds.attrs["fit_L_min"])
     first, second = head["C1"] / L_min, head["C2"] / L_min**2
     out = {k: head[k] for k in (*_TWO_TERM, *_FREE) if k not in ("two_term_p", "corrected_p")}
     out.update(
         verdict=_verdict(head, snr), headline_function=head["function"],
         headline_label=head["label"], headline_time=head["time"],
-        corrected_p_value=head["corrected_p"], two_term_p_value=head["two_term_p"],
-        C1_snr=float(abs(head["C1"]) / head["C1_se"]) if head["C1_se"] > 0 else float("nan"),
         second_order_share_at_L_min=(float(abs(second) / abs(first + second))
                                      if abs(first + second) > 0 else float("nan")),
         n_pairs=len(pairs), n_pairs_two_term_fit=sum(q >= FIT_P_MIN for q in two_p),
-        n_pairs_C1_resolved=sum(q >= snr for q in c1_snr),
+        n_pairs_C1_resolved=sum(abs(q["C1"]) / q["C1_se"] >= snr for q in pairs
+                                if q["C1_se"] > 0),
         n_pairs_order_within=sum(_within_one(q["order_corrected"], q["order_corrected_se"])
                                  for q in pairs),
-        two_term_p_min=float(min(two_p)) if two_p else float("nan"),
-        C1_snr_min=float(min(c1_snr)) if c1_snr else float("nan"))
+        two_term_p_min=float(min(two_p)) if two_p else float("nan"))
     return out
 
 
 def _pure_part(ds, snr) -> dict:
-    """The dataset's pure power law on the largest error: its chi-square test and verdict,
-    and the same fit without its smallest L."""
+    """The pure power law on the largest error: its chi-square test and verdict, and the
+    same fit without its smallest L (``order_tail``)."""
     from scipy import stats
 
     Ls = ds.L.values
     used_L = [int(L) for L in Ls[ds.fit_used.values]]
     order, order_se, chi2_red = float(ds.order), float(ds.order_se), float(ds.chi2_red)
-    tail_L_min = used_L[1] if len(used_L) >= 3 else None
-    tail = {"order": float("nan"), "order_se": float("nan")} if tail_L_min is None else \
+    tail = {"order": float("nan"), "order_se": float("nan")} if len(used_L) < 3 else \
         fit_order(Ls, ds.weak_error.values, ds.weak_error_se.values, min_snr=snr,
-                  L_min=tail_L_min)
+                  L_min=used_L[1])
     dof = max(len(used_L) - 2, 0)
     p = float(stats.chi2.sf(chi2_red * dof, dof)) if dof > 0 and np.isfinite(chi2_red) \
         else float("nan")
@@ -307,50 +281,33 @@ def _pure_part(ds, snr) -> dict:
             "chi2_red": chi2_red, "has_chi2": bool(np.isfinite(chi2_red))}
 
 
-def _run_part(ds) -> dict:
-    """The run: its model, errors, noise floors, variance reductions and compute time."""
+def summary(ds) -> dict:
+    r"""Numbers and verdicts the page quotes: the order (:func:`_order_part`) from the two
+    fits of the headline pair (the largest error at the largest L), with ``verdict``
+    (``"first_order"``: both fits have p-values of at least :data:`FIT_P_MIN`, :math:`|C_1|`
+    is ``fit_min_snr`` standard errors or more and p is within :data:`ORDER_AGREEMENT_SE` of
+    1), and counts over all pairs; the pure power law on :math:`\max_{f,t}|e|`
+    (:func:`_pure_part`); the run, its errors and variance reductions (plain over
+    control-variate variance, median over the pairs); ``per_pair`` (:func:`_pair`)."""
+    snr, L_min = float(ds.attrs["fit_min_snr"]), float(ds.attrs["fit_L_min"])
+    pairs = [_pair(ds, name, t, snr, L_min) for name in ds.function.values
+             for t in ds.time.values]
     Ls, err = ds.L.values, ds.weak_error.values
     beta, d = float(knob_attr(ds, "beta")), int(knob_attr(ds, "d"))
     beta_c = float(theory.critical_beta(d))
     ratio = (ds.bias_se_plain / ds.bias_se).values
     vr_small = float(np.nanmedian(ratio[..., 0] ** 2))
-    return {"n_traj": int(ds.n_traj.max()),
-            "weak_error": {int(L): float(e) for L, e in zip(Ls, err)},
-            "noise_floor_largest_L": float(2 * ds.bias_se.isel(L=-1).max()),
-            "noise_floor_plain_largest_L": float(2 * ds.bias_se_plain.isel(L=-1).max()),
-            "variance_reduction_largest_L": float(np.nanmedian(ratio[..., -1] ** 2)),
-            "variance_reduction_smallest_L": vr_small,
-            "cv_raises_variance_smallest_L": bool(vr_small < 1.0),
-            "variance_increase_smallest_L": float(1.0 / vr_small - 1.0),
-            "max_reference_error": float(ds.reference_error.max()), "beta": beta, "d": d,
-            "beta_c": beta_c, "both_poles_attract": bool(beta > beta_c),
-            "fit_min_snr": float(ds.attrs["fit_min_snr"]),
-            "fit_L_min": int(ds.attrs["fit_L_min"]), "L_smallest": int(Ls[0]),
-            "L_largest": int(Ls[-1]), "weak_error_smallest_L": float(err[0]),
-            "weak_error_largest_L": float(err[-1]),
-            "cell_time_total_s": float(ds.cell_time_s.sum())}
-
-
-def summary(ds) -> dict:
-    r"""Numbers and verdicts the notebook quotes.
-
-    **The order** (:func:`_order_part`), from the signed errors at ``L >= fit_L_min`` of the
-    *headline* pair (f, t), the largest error at the largest L: the two-term model
-    :math:`C_1/L + C_2/L^2` (``C1`` ... ``two_term_p_value``, ``second_order_share_at_L_min``)
-    and the free order :math:`C L^{-p} + D L^{-2}` (``order_corrected`` ...
-    ``corrected_p_value``).  ``verdict``: ``"first_order"`` (both fits have p-values of at
-    least :data:`FIT_P_MIN`, :math:`|C_1|` is ``fit_min_snr`` standard errors or more, p is
-    within :data:`ORDER_AGREEMENT_SE` of 1), ``"not_first_order"``, ``"first_term_unresolved"``,
-    ``"poor_fit"`` or ``"too_few_points"`` (fewer than four points, or an unbounded order
-    interval); and counts over all pairs.  **The pure power law** (:func:`_pure_part`) on
-    :math:`\max_{f,t}|e|`.  **The run** (:func:`_run_part`).  ``per_pair`` (:func:`_pair`):
-    per (f, t), :math:`L\,e` over ``L >= fit_L_min``, both fits and its own pure power law.
-    """
-    snr, L_min = float(ds.attrs["fit_min_snr"]), float(ds.attrs["fit_L_min"])
-    pairs = [_pair(ds, name, t, snr, L_min) for name in ds.function.values
-             for t in ds.time.values]
-    return {**_order_part(ds, pairs, snr), **_pure_part(ds, snr), **_run_part(ds),
-            "per_pair": pairs}
+    run = {"n_traj": int(ds.n_traj.max()),
+           "weak_error": {int(L): float(e) for L, e in zip(Ls, err)},
+           "variance_reduction_largest_L": float(np.nanmedian(ratio[..., -1] ** 2)),
+           "variance_reduction_smallest_L": vr_small,
+           "cv_raises_variance_smallest_L": bool(vr_small < 1.0),
+           "variance_increase_smallest_L": float(1.0 / vr_small - 1.0),
+           "beta": beta, "d": d, "beta_c": beta_c, "both_poles_attract": bool(beta > beta_c),
+           "fit_min_snr": snr, "fit_L_min": int(L_min), "L_smallest": int(Ls[0]),
+           "L_largest": int(Ls[-1]), "weak_error_smallest_L": float(err[0]),
+           "weak_error_largest_L": float(err[-1])}
+    return {**_order_part(ds, pairs, snr), **_pure_part(ds, snr), **run, "per_pair": pairs}
 
 
 def phrases(s) -> dict[str, str]:
@@ -360,8 +317,55 @@ def phrases(s) -> dict[str, str]:
 
 def plot(ds):
     """(a) |weak error| vs L, log-log, with the fits; (b) L x signed error vs L."""
-    return _page.plot(ds, {name: label for name, (_, label) in FUNCTIONS.items()},
-                      _headline(ds))
+    import matplotlib.pyplot as plt
+
+    from ...style import palette
+
+    Ls = ds.L.values.astype(float)
+    pairs = [(name, t) for name in ds.function.values for t in ds.time.values]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.2, 8.0), sharex=True)
+    snr_min = float(ds.attrs["fit_min_snr"])
+    for k, ((name, t), colour) in enumerate(zip(pairs, palette(len(pairs)))):
+        m, shift = "osD^v<>"[k % 7], 1.0 + 0.03 * k  # dodge the points horizontally
+        b, se = ds.bias.sel(function=name, time=t).values, ds.bias_se.sel(function=name,
+                                                                          time=t).values
+        res = np.abs(b) >= snr_min * se
+        ax.errorbar(Ls[res] * shift, np.abs(b[res]), yerr=se[res], fmt=m, color=colour, ms=5,
+                    capsize=2, lw=1)
+        # unresolved: only an upper bound |e| < |e| + 2 se, drawn hollow there
+        ax.plot(Ls[~res] * shift, np.abs(b[~res]) + 2 * se[~res], m, mfc="none", color=colour,
+                ms=5)
+        ax2.errorbar(Ls * shift, Ls * b, yerr=2 * Ls * se, fmt=m + "-", color=colour, ms=4,
+                     capsize=2, lw=0.8, label=rf"$f = {FUNCTIONS[str(name)][1]}$, $t = {t:g}$")
+    for var, ls, what in (("bias_se", ":", "control variate"), ("bias_se_plain", "-.",
+                                                                 "plain Monte Carlo")):
+        ax.plot(Ls, 2 * ds[var].max(("function", "time")).values, color="0.5", lw=1, ls=ls,
+                label=f"2 s.e., {what}")
+    order = float(ds.order)
+    if np.isfinite(order):
+        xf = np.geomspace(Ls[ds.fit_used.values].min() / 1.5, Ls.max() * 1.5, 50)
+        ax.plot(xf, np.exp(float(ds.log_constant)) * xf ** (-order), color="0.65", lw=1.0,
+                label=rf"$C L^{{-p}}$ on the largest $|e|$: $p$ = {order:.2f}")
+    i, j = _headline(ds)
+    L_min = float(ds.attrs["fit_L_min"])
+    free = fit_corrected_order(Ls, ds.bias.values[i, j], ds.bias_se.values[i, j], L_min=L_min)
+    if np.isfinite(free["order"]) and np.isfinite(free["order_se"]):
+        xf = np.geomspace(L_min / 1.5, Ls.max() * 1.5, 50)
+        ax.plot(xf, np.abs(free["C"] * xf ** -free["order"] + free["D"] * xf ** -2.0), "k--",
+                lw=1.2, label=rf"$C L^{{-p}} + D L^{{-2}}$ (pair with largest $e$): "
+                              rf"$p$ = {free['order']:.3f}")
+    ax.set(xscale="log", yscale="log", ylabel=r"$|E f(Z^L_t) - E f(Z_t)|$",
+           title="(a) weak error; bars 1 s.e.; hollow: unresolved, at |e| + 2 s.e.")
+    ax.legend(loc="upper right")
+    ax2.axhline(0, color="0.4", lw=0.8)
+    ax2.set(xscale="log", xlabel="L (layers per unit time)",
+            ylabel=r"$L \times (E f(Z^L_t) - E f(Z_t))$",
+            title="(b) L x signed error: flat means order 1; bars 2 s.e.")
+    ax2.legend(loc="lower right")
+    return laid_out(fig, f"Theorem 1, two tokens: discrete chain against the limit SDE\n"
+                         rf"$\beta$ = {knob_attr(ds, 'beta'):g}, d = {knob_attr(ds, 'd')}, "
+                         rf"{knob_attr(ds, 'attention')}, $z_0$ = {knob_attr(ds, 'z0'):g}, "
+                         rf"{int(ds.n_traj.max()):,} trajectories per L")
 
 
 FIGURE = Figure.declared(
