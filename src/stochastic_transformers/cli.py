@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
                          "-p n_traj 1000 -p betas 0:4:0.5")
     nb.add_argument("--out", default="out", help="output folder (default: ./out)")
     nb.add_argument("--kernel", default="python3", help="Jupyter kernel (default: python3)")
+
+    card = sub.add_parser("scorecard", help="every numbered result of both papers with its "
+                                            "verdict, judged on the committed results")
+    card.add_argument("--paper", choices=("paper", "followup"), default=None,
+                      help="one paper's results only (default: both)")
     return parser
 
 
@@ -127,6 +132,14 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "notebook":
         return _notebook(args)
+    if args.command == "scorecard":
+        from . import scorecard
+
+        rows = scorecard.rows()
+        for paper in (args.paper,) if args.paper else ("paper", "followup"):
+            print(f"\n{'The paper' if paper == 'paper' else 'The follow-up'}\n")
+            print(scorecard.table(rows, paper))
+        return 0
     if args.command != "reproduce":  # pragma: no cover
         return 2
     if args.list:
