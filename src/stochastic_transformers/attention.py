@@ -45,6 +45,25 @@ def numba_threads(n_threads=None):
         nb.set_num_threads(before)
 
 
+@nb.njit(inline="always", **_JIT)
+def row_dot(m, i, y, j):
+    """:math:`\\sum_b m_{ib} y_{jb}` (row i of ``m`` by row j of ``y``), summed in order of b."""
+    acc = 0.0
+    for b in range(m.shape[1]):
+        acc += m[i, b] * y[j, b]
+    return acc
+
+
+@nb.njit(inline="always", **_JIT)
+def row_col(m, i, y, j):
+    """:math:`(m y)_{ij} = \\sum_e m_{ie} y_{ej}` (row i of ``m`` by column j of ``y``),
+    summed in order of e."""
+    acc = 0.0
+    for e in range(m.shape[1]):
+        acc += m[i, e] * y[e, j]
+    return acc
+
+
 #: Unnormalised attention: above this logit the weights are rescaled (see :func:`attention`).
 #: e^300 squared is still far below the largest double, so below it nothing is rescaled and
 #: the bits of every run at moderate beta stay what they were.
@@ -69,6 +88,8 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
     # ``bx`` (N, d) and ``weights`` (N,) are scratch space owned by the caller: these
     # kernels run once per layer, where an allocation would cost as much as the maths.
     # With B = I the logits read x itself (bx would be an exact copy: same bits, less traffic).
+    # The sums are written out rather than through row_dot: measured faster in the token
+    # kernels at small N and d (as in normalize_rows).
     if not b_identity:
         for j in range(n_tok):
             for a in range(d):
@@ -166,12 +187,32 @@ def householder_r(m, r, v):
 
 
 @nb.njit(inline="always", **_JIT)
-def _copy_rows(src, dst):
-    """dst[:, :] = src, as loops (a slice assignment costs more at this size)."""
-    n_tok, d = src.shape
+def normalize_into(y, x):
+    """Normalise the rows of ``y`` and copy them into ``x`` (as loops: a slice assignment
+    costs more at this size)."""
+    normalize_rows(y)
+    n_tok, d = y.shape
     for i in range(n_tok):
         for a in range(d):
-            dst[i, a] = src[i, a]
+            x[i, a] = y[i, a]
+
+
+@nb.njit(inline="always", **_JIT)
+def _step(x, y, self_scale, scale, kind, mat, src):
+    """:math:`x_i \\leftarrow \\operatorname{normalize}(c_i x_i + \\mathrm{scale}\\, u_i)`
+    with ``y`` as scratch, where :math:`u_i` is ``mat`` :math:`A_i` (``kind`` 0, ``src`` the
+    attention outputs), ``mat`` times column i of ``src`` (1) or ``src[i]`` itself (2)."""
+    n_tok, d = x.shape
+    for i in range(n_tok):
+        for a in range(d):
+            if kind == 0:
+                u = row_dot(mat, a, src, i)
+            elif kind == 1:
+                u = row_col(mat, a, src, i)
+            else:
+                u = src[i, a]
+            y[i, a] = self_scale[i] * x[i, a] + scale * u
+    normalize_into(y, x)
 
 
 @nb.njit(inline="always", **_JIT)
@@ -180,16 +221,8 @@ def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity, se
 
     :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + h\\, v A_i)`, :math:`h = L^{-1/2}`.
     """
-    n_tok, d = x.shape
     attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
-    for i in range(n_tok):
-        for a in range(d):
-            acc = 0.0
-            for b in range(d):
-                acc += v[a, b] * att[i, b]
-            y[i, a] = self_scale[i] * x[i, a] + h * acc
-    normalize_rows(y)
-    _copy_rows(y, x)
+    _step(x, y, self_scale, h, 0, v, att)
 
 
 @nb.njit(inline="always", **_JIT)
@@ -209,27 +242,14 @@ def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_id
             m[a, i] = att[i, a]
     # R is linear in each column of M, so the rescaled columns c_i A_i give c_i (V A_i).
     householder_r(m, r, hv)
-    k = r.shape[0]
-    for i in range(n_tok):
-        for a in range(d):
-            acc = 0.0
-            for c in range(k):
-                acc += g[a, c] * r[c, i]
-            y[i, a] = self_scale[i] * x[i, a] + h * acc
-    normalize_rows(y)
-    _copy_rows(y, x)
+    _step(x, y, self_scale, h, 1, g, r)
 
 
 @nb.njit(inline="always", **_JIT)
 def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
     """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`."""
-    n_tok, d = x.shape
     attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
-    for i in range(n_tok):
-        for a in range(d):
-            y[i, a] = self_scale[i] * x[i, a] + w * att[i, a]
-    normalize_rows(y)
-    _copy_rows(y, x)
+    _step(x, y, self_scale, w, 2, att, att)
 
 
 # --------------------------------------------------------------------------------------

@@ -85,13 +85,32 @@ def start_tokens(key0, key1, index, n_tok, d, init_mode, x0t, z0):
 @nb.njit(inline="always", **JIT)
 def record_gram(out, x):
     """The Gram matrix of the tokens ``x`` (N, d) into ``out`` (N, N)."""
-    n_tok, d = x.shape
+    n_tok = x.shape[0]
     for i in range(n_tok):
         for j in range(n_tok):
-            acc = 0.0
-            for a in range(d):
-                acc += x[i, a] * x[j, a]
-            out[i, j] = acc
+            out[i, j] = _att.row_dot(x, i, x, j)
+
+
+@nb.njit(inline="always", **JIT)
+def record_grams(rec_gram, rec_layers, ptr, layer, x):
+    """The Gram matrix of ``x`` into every record ``rec_gram[ptr]`` of layer ``layer`` (the
+    sorted ``rec_layers`` from ``ptr`` on); return the next record's index."""
+    while ptr < rec_layers.size and rec_layers[ptr] == layer:
+        record_gram(rec_gram[ptr], x)
+        ptr += 1
+    return ptr
+
+
+@nb.njit(inline="always", **JIT)
+def fill_random(state, m, scale, rademacher):
+    """Entries of ``m`` (row by row): ``scale`` times standard normals of ``state``, or
+    ``scale`` times random signs (one bit of a 64-bit draw each) if ``rademacher``."""
+    for a in range(m.shape[0]):
+        for b in range(m.shape[1]):
+            if rademacher:
+                m[a, b] = scale if (_rng.next_u64(state) >> np.uint64(63)) != 0 else -scale
+            else:
+                m[a, b] = scale * _rng.normal(state)
 
 
 @nb.njit(inline="always", **JIT)

@@ -96,9 +96,7 @@ def control_variate_kernel(key0, key1, first, n, d, beta, softmax, h, sigma, s0,
             while ptr < n_t and rec[ptr] == layer:
                 z_out[t, ptr] = c * c - s * s
                 ptr += 1
-        for f in range(n_f):
-            for k in range(n_t):
-                cv_out[t, f, k] = cv[f, k]
+        cv_out[t] = cv
 
 
 def run_chain(n, *, L, times, table, beta, d, softmax=True, sigma=1.0, z0=0.0, seed=0,

@@ -46,9 +46,11 @@ from .. import activations as _act
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
-from .common import Runner, half_angle_outputs, recorded, start_pair, start_tokens
-from .tokens import _LAW_CODES, _value_entry, allocate_tokens, assemble_tokens, init_mode
-from .two_point import MERGE_ONE_MINUS_OVERLAP, finish_two_point, record_two_point
+from .common import (Runner, fill_random, half_angle_outputs, record_grams, recorded, start_pair,
+                     start_tokens)
+from .tokens import (_LAW_CODES, _value_entry, allocate_tokens, assemble_tokens, init_mode,
+                     layer_scratch)
+from .two_point import MERGE_ONE_MINUS_OVERLAP, finish_two_point, record_two_points
 
 #: Random directions of the two-point chain's update: Vu, Vw, xi, zeta.
 _N_DIRECTIONS = 4
@@ -68,55 +70,30 @@ def _ff_tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, law, beta, softm
     inv_sqrt_width = 1.0 / math.sqrt(width)
     for t in nb.prange(n):
         state, x = start_tokens(key0, key1, first + t, n_tok, d, mode, x0[t], z0)
-        v = np.empty((d, d))
+        att, y, _m, _r, v, _g, bx, weights, self_scale, _hv = layer_scratch(n_tok, d)
         w1 = np.empty((width, d))
         w2 = np.empty((d, width))
-        att = np.empty((n_tok, d))
-        bx = np.empty((n_tok, d))
-        weights = np.empty(n_tok)
-        self_scale = np.empty(n_tok)
-        hidden = np.empty(width)
-        y = np.empty((n_tok, d))
+        hidden = np.empty((1, width))
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
                 for a in range(d):
                     for b in range(d):
                         v[a, b] = _value_entry(state, law, sigma)
-                for k in range(width):
-                    for b in range(d):
-                        w1[k, b] = _rng.normal(state)
-                for a in range(d):
-                    for k in range(width):
-                        w2[a, k] = _rng.normal(state) * inv_sqrt_width
+                fill_random(state, w1, 1.0, False)
+                fill_random(state, w2, inv_sqrt_width, False)
                 _att.attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
                 for i in range(n_tok):
                     for k in range(width):
-                        acc = 0.0
-                        for b in range(d):
-                            acc += w1[k, b] * x[i, b]
-                        hidden[k] = _act.phi(act, acc)
+                        hidden[0, k] = _act.phi(act, _att.row_dot(w1, k, x, i))
                     for a in range(d):
-                        acc_v = 0.0
-                        for b in range(d):
-                            acc_v += v[a, b] * att[i, b]
-                        acc_w = 0.0
-                        for k in range(width):
-                            acc_w += w2[a, k] * hidden[k]
+                        acc_v = _att.row_dot(v, a, att, i)
+                        acc_w = _att.row_dot(w2, a, hidden, 0)
                         # self_scale: the attention output is c_i A_i (see attention()), so
                         # the whole increment is scaled by c_i too.
                         y[i, a] = self_scale[i] * x[i, a] + h * (acc_v + rho * self_scale[i] * acc_w)
-                x[:, :] = y
-                _att.normalize_rows(x)
-            while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                record = rec_gram[t, ptr]
-                for i in range(n_tok):
-                    for j in range(n_tok):
-                        acc = 0.0
-                        for a in range(d):
-                            acc += x[i, a] * x[j, a]
-                        record[i, j] = acc
-                ptr += 1
+                _att.normalize_into(y, x)
+            ptr = record_grams(rec_gram[t], rec_layers, ptr, layer, x)
         x_out[t] = x
 
 
@@ -276,10 +253,7 @@ def _ff_chain_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, k
         v = np.empty(2 + k)
         merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
         stop = 0 if merged else -1
-        ptr = 0
-        while ptr < rec_layers.size and rec_layers[ptr] == 0:
-            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
-            ptr += 1
+        ptr = record_two_points(rec_gram[t], rec_opo[t], 0, rec_layers, 0, labels, s, c, merged)
         layer = 1
         while layer <= n_layers and not merged:
             weights = _att.cluster_pair_weights(s, beta, softmax, m1, m2)
@@ -288,9 +262,8 @@ def _ff_chain_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, k
             merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
             if merged:
                 stop = layer
-            while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
-                ptr += 1
+            ptr = record_two_points(rec_gram[t], rec_opo[t], ptr, rec_layers, layer, labels, s, c,
+                                    merged)
             layer += 1
         s_out[t], c_out[t] = finish_two_point(rec_gram[t], rec_opo[t], ptr, rec_layers, labels,
                                               s, c, merged)

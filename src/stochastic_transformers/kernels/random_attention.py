@@ -15,38 +15,59 @@ import numpy as np
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL, first_use_notice
-from .common import Runner, record_gram, start_tokens
+from .common import Runner, fill_random, record_grams, start_tokens
 from .tokens import allocate_tokens, assemble_tokens, init_mode
 
 
 @nb.njit(inline="always", **JIT)
-def _softmax_rows(s):
-    """Row-wise softmax of ``s`` (N, N) in place, with the row maximum subtracted."""
-    n = s.shape[0]
-    for i in range(n):
-        top = -np.inf
-        for j in range(n):
-            if s[i, j] > top:
-                top = s[i, j]
-        total = 0.0
-        for j in range(n):
-            s[i, j] = math.exp(s[i, j] - top)
-            total += s[i, j]
-        inv = 1.0 / total
-        for j in range(n):
+def _exp_row(s, i):
+    """``s[i, j]`` <- exp(s[i, j] - max_j s[i, j]) in place; return the row's new sum."""
+    top = -np.inf
+    for j in range(s.shape[1]):
+        if s[i, j] > top:
+            top = s[i, j]
+    total = 0.0
+    for j in range(s.shape[1]):
+        s[i, j] = math.exp(s[i, j] - top)
+        total += s[i, j]
+    return total
+
+
+@nb.njit(inline="always", **JIT)
+def _softmax_rows(s, s0, has_mean):
+    """Row-wise softmax of the scores ``s`` (N, N) plus, with ``has_mean``, the mean scores
+    ``s0``, in place, with the row maximum subtracted."""
+    if has_mean:
+        for i in range(s.shape[0]):
+            for j in range(s.shape[1]):
+                s[i, j] += s0[i, j]
+    for i in range(s.shape[0]):
+        inv = 1.0 / _exp_row(s, i)
+        for j in range(s.shape[1]):
             s[i, j] *= inv
 
 
 @nb.njit(inline="always", **JIT)
-def _fill(state, m, scale, rademacher):
-    """Entries of ``m`` (row by row): ``scale`` times standard normals of ``state``, or
-    ``scale`` times random signs (one bit of a 64-bit draw each) if ``rademacher``."""
-    for a in range(m.shape[0]):
+def _zero(m):
+    for i in range(m.shape[0]):
+        for a in range(m.shape[1]):
+            m[i, a] = 0.0
+
+
+@nb.njit(inline="always", **JIT)
+def _project(x, m, out):
+    """``out[i]`` = m^T x_i (``out`` = x m) for every row of ``x``."""
+    for i in range(x.shape[0]):
         for b in range(m.shape[1]):
-            if rademacher:
-                m[a, b] = scale if (_rng.next_u64(state) >> np.uint64(63)) != 0 else -scale
-            else:
-                m[a, b] = scale * _rng.normal(state)
+            out[i, b] = _att.row_col(x, i, m, b)
+
+
+@nb.njit(inline="always", **JIT)
+def _scores(p, q, scale, s):
+    """``s[i, j]`` = scale <p_i, q_j>."""
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            s[i, j] = scale * _att.row_dot(p, i, q, j)
 
 
 @nb.njit(inline="always", **JIT)
@@ -55,41 +76,46 @@ def _mean_scores(x, mean_qk, beta, ax, s0):
     n, d = x.shape
     for i in range(n):
         for a in range(d):
-            acc = 0.0
-            for b in range(d):
-                acc += mean_qk[a, b] * x[i, b]
-            ax[i, a] = acc
-    for i in range(n):
-        for j in range(n):
-            acc = 0.0
-            for a in range(d):
-                acc += ax[i, a] * x[j, a]
-            s0[i, j] = beta * acc
+            ax[i, a] = _att.row_dot(mean_qk, a, x, i)
+    _scores(ax, x, beta, s0)
 
 
 @nb.njit(inline="always", **JIT)
-def _add_attended(pi, x, msum):
-    """``msum[i] += sum_j pi[i, j] x_j``: one head's attention outputs, summed over heads."""
-    n, d = x.shape
-    for i in range(n):
-        for a in range(d):
-            acc = 0.0
-            for j in range(n):
-                acc += pi[i, j] * x[j, a]
-            msum[i, a] += acc
+def _start_means(x, mean_qk, beta, ax, s0, msum, has_mean):
+    """With ``has_mean``: the mean scores into ``s0`` (:func:`_mean_scores`) and ``msum``,
+    the heads' summed outputs, to zero."""
+    if has_mean:
+        _mean_scores(x, mean_qk, beta, ax, s0)
+        _zero(msum)
 
 
 @nb.njit(inline="always", **JIT)
-def _add_mean_values(x, mean_v, scale_mean, msum, u):
-    """``x_i += scale_mean * Vbar msum_i`` (the mean value matrix on the summed outputs);
-    ``u`` is scratch.  Applied before the fluctuations are added, on the layer's tokens."""
+def _mean_values(mean_v, scale_mean, msum, u):
+    """``u_i`` = scale_mean * Vbar msum_i (the mean value matrix on the summed outputs),
+    added to the layer's tokens before the fluctuations."""
+    n, d = u.shape
+    for i in range(n):
+        for a in range(d):
+            u[i, a] = scale_mean * _att.row_dot(mean_v, a, msum, i)
+
+
+@nb.njit(inline="always", **JIT)
+def _add_increments(x, u, scale_v, has_mean, mean_v, scale_mean, msum, um, plus_zero):
+    """``x_i`` <- normalize(x_i + (um_i + scale_v u_i)), with um_i the mean values of
+    :func:`_mean_values` if ``has_mean``; without means um_i is left out, or with
+    ``plus_zero`` taken as 0.0 (the independent layer's arithmetic: 0.0 + (-0.0) is +0.0)."""
+    if has_mean:
+        _mean_values(mean_v, scale_mean, msum, um)
     n, d = x.shape
     for i in range(n):
         for a in range(d):
-            acc = 0.0
-            for b in range(d):
-                acc += mean_v[a, b] * msum[i, b]
-            u[i, a] = scale_mean * acc
+            inc = scale_v * u[i, a]
+            if has_mean:
+                inc = um[i, a] + inc
+            elif plus_zero:
+                inc = 0.0 + inc
+            x[i, a] += inc
+    _att.normalize_rows(x)
 
 
 @nb.njit(inline="always", **JIT)
@@ -105,64 +131,25 @@ def layer_literal(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk, has
     eta / H) is added too.  Without means the arithmetic is the centred model's, bit for bit.
     """
     n, d = x.shape
-    for i in range(n):
-        for a in range(d):
-            u[i, a] = 0.0
-    if has_mean:
-        _mean_scores(x, mean_qk, beta, um, s0)
-        for i in range(n):
-            for a in range(d):
-                msum[i, a] = 0.0
+    _zero(u)
+    _start_means(x, mean_qk, beta, um, s0, msum, has_mean)
     for _head in range(n_heads):
-        _fill(state, w, sigma_qk, rad_qk)
-        _fill(state, wp, sigma_qk, rad_qk)
-        _fill(state, v, 1.0, rad_v)   # 1.0 * g is g exactly: the same bits as a bare draw
-        for i in range(n):           # p_i = W'^T x_i, q_i = W^T x_i
-            for b in range(d):
-                acc_p = 0.0
-                acc_q = 0.0
-                for a in range(d):
-                    acc_p += x[i, a] * wp[a, b]
-                    acc_q += x[i, a] * w[a, b]
-                p[i, b] = acc_p
-                q[i, b] = acc_q
-        for i in range(n):
-            for j in range(n):
-                acc = 0.0
-                for b in range(d):
-                    acc += p[i, b] * q[j, b]
-                pi[i, j] = beta * acc
-        if has_mean:
-            for i in range(n):
-                for j in range(n):
-                    pi[i, j] += s0[i, j]
-        _softmax_rows(pi)
+        fill_random(state, w, sigma_qk, rad_qk)
+        fill_random(state, wp, sigma_qk, rad_qk)
+        fill_random(state, v, 1.0, rad_v)   # 1.0 * g is g exactly: the same bits as a bare draw
+        _project(x, wp, p)           # p_i = W'^T x_i, q_i = W^T x_i
+        _project(x, w, q)
+        _scores(p, q, beta, pi)
+        _softmax_rows(pi, s0, has_mean)
         for i in range(n):
             for a in range(d):
-                acc = 0.0
-                for j in range(n):
-                    acc += pi[i, j] * x[j, a]
-                mh[i, a] = acc
-        if has_mean:
-            for i in range(n):
-                for a in range(d):
+                mh[i, a] = _att.row_col(pi, i, x, a)
+                if has_mean:
                     msum[i, a] += mh[i, a]
         for i in range(n):
             for a in range(d):
-                acc = 0.0
-                for b in range(d):
-                    acc += v[a, b] * mh[i, b]
-                u[i, a] += acc
-    if has_mean:
-        _add_mean_values(x, mean_v, scale_mean, msum, um)
-        for i in range(n):
-            for a in range(d):
-                x[i, a] += um[i, a] + scale_v * u[i, a]
-    else:
-        for i in range(n):
-            for a in range(d):
-                x[i, a] += scale_v * u[i, a]
-    _att.normalize_rows(x)
+                u[i, a] += _att.row_dot(v, a, mh, i)
+    _add_increments(x, u, scale_v, has_mean, mean_v, scale_mean, msum, um, False)
 
 
 @nb.njit(inline="always", **JIT)
@@ -173,56 +160,29 @@ def layer_independent(state, x, n_heads, beta, sigma_qk, scale_v, rad_v, rad_qk,
     of :func:`layer_literal`), so the increments of different tokens are independent given
     the layer's input (the follow-up's kernel K vanishes off the diagonal).  Each token's
     own scores are :math:`\\beta\\langle(\\bar A + W W'^\\top)x_i, x_j\\rangle` over all j; the
-    arrays are those of :func:`layer_literal` (row 0 of ``pi`` and ``mh`` is used)."""
+    arrays are those of :func:`layer_literal` (row 0 of ``p``, ``pi`` and ``mh`` is used)."""
     n, d = x.shape
     if has_mean:
         _mean_scores(x, mean_qk, beta, um, s0)
+    _zero(u)
+    _zero(msum)
     for i in range(n):
-        for a in range(d):
-            u[i, a] = 0.0
-            msum[i, a] = 0.0
         for _head in range(n_heads):
-            _fill(state, w, sigma_qk, rad_qk)
-            _fill(state, wp, sigma_qk, rad_qk)
-            _fill(state, v, 1.0, rad_v)
-            for b in range(d):           # p_i = W'^T x_i
-                acc = 0.0
-                for a in range(d):
-                    acc += x[i, a] * wp[a, b]
-                p[0, b] = acc
+            fill_random(state, w, sigma_qk, rad_qk)
+            fill_random(state, wp, sigma_qk, rad_qk)
+            fill_random(state, v, 1.0, rad_v)
+            for b in range(d):           # p_i = W'^T x_i; q_j = W^T x_j for every token j
+                p[0, b] = _att.row_col(x, i, wp, b)
+            _project(x, w, q)
             for j in range(n):           # scores of token i against every token j
-                acc = 0.0
-                for b in range(d):
-                    qb = 0.0
-                    for a in range(d):
-                        qb += x[j, a] * w[a, b]
-                    acc += p[0, b] * qb
-                pi[0, j] = beta * acc + (s0[i, j] if has_mean else 0.0)
-            top = -np.inf
-            for j in range(n):
-                if pi[0, j] > top:
-                    top = pi[0, j]
-            total = 0.0
-            for j in range(n):
-                pi[0, j] = math.exp(pi[0, j] - top)
-                total += pi[0, j]
+                pi[0, j] = beta * _att.row_dot(p, 0, q, j) + (s0[i, j] if has_mean else 0.0)
+            total = _exp_row(pi, 0)
             for a in range(d):
-                acc = 0.0
-                for j in range(n):
-                    acc += pi[0, j] * x[j, a]
-                mh[0, a] = acc / total
+                mh[0, a] = _att.row_col(pi, 0, x, a) / total
                 msum[i, a] += mh[0, a]
             for a in range(d):
-                acc = 0.0
-                for b in range(d):
-                    acc += v[a, b] * mh[0, b]
-                u[i, a] += acc
-    if has_mean:
-        _add_mean_values(x, mean_v, scale_mean, msum, um)
-    for i in range(n):
-        for a in range(d):
-            x[i, a] += (um[i, a] if has_mean else 0.0) + scale_v * u[i, a]
-    _att.normalize_rows(x)
+                u[i, a] += _att.row_dot(v, a, mh, 0)
+    _add_increments(x, u, scale_v, has_mean, mean_v, scale_mean, msum, um, True)
 
 
 @nb.njit(inline="always", **JIT)
@@ -245,19 +205,13 @@ def layer_subspace(state, x, n_heads, beta, beta_qk, scale_v, has_mean, mean_v, 
         for a in range(d):
             xt[a, i] = x[i, a]
     _att.householder_r(xt, c, hv)  # X^T = Q C: c_i are the coordinates of x_i
-    if has_mean:
-        _mean_scores(x, mean_qk, beta, um, s0)
-        for i in range(n):
-            for a in range(d):
-                msum[i, a] = 0.0
+    _start_means(x, mean_qk, beta, um, s0, msum, has_mean)
     for head in range(n_heads):
         for a in range(k):
             lw[a, a] = _rng.sqrt_chi2(state, d - a)
             for b in range(a):
                 lw[a, b] = _rng.normal(state)
-        for a in range(k):
-            for b in range(k):
-                y[a, b] = _rng.normal(state)
+        fill_random(state, y, 1.0, False)
         for a in range(k):           # mk = Lambda Y (Lambda lower triangular)
             for b in range(k):
                 acc = 0.0
@@ -266,47 +220,52 @@ def layer_subspace(state, x, n_heads, beta, beta_qk, scale_v, has_mean, mean_v, 
                 mk[a, b] = acc
         for a in range(k):           # tmp = mk C
             for j in range(n):
-                acc = 0.0
-                for e in range(k):
-                    acc += mk[a, e] * c[e, j]
-                tmp[a, j] = acc
+                tmp[a, j] = _att.row_col(mk, a, c, j)
         for i in range(n):           # scores c_i^T mk c_j
             for j in range(n):
                 acc = 0.0
                 for a in range(k):
                     acc += c[a, i] * tmp[a, j]
                 pi[i, j] = beta_qk * acc
-        if has_mean:
+        _softmax_rows(pi, s0, has_mean)
+        if has_mean:                 # the heads' outputs m_{h,i}, summed over heads
             for i in range(n):
-                for j in range(n):
-                    pi[i, j] += s0[i, j]
-        _softmax_rows(pi)
-        if has_mean:
-            _add_attended(pi, x, msum)
-        base = head * k
+                for a in range(d):
+                    msum[i, a] += _att.row_col(pi, i, x, a)
         for a in range(k):           # coordinates of m_{h,i} = sum_j pi_ij c_j
             for i in range(n):
-                acc = 0.0
-                for j in range(n):
-                    acc += pi[i, j] * c[a, j]
-                stack[base + a, i] = acc
+                stack[head * k + a, i] = _att.row_dot(pi, i, c, a)
     _att.householder_r(stack, rf, hv2)  # rf^T rf = sum_h M_h^T M_h
-    kv = rf.shape[0]
-    for a in range(d):
-        for e in range(kv):
-            z[a, e] = _rng.normal(state)
+    fill_random(state, z, 1.0, False)
     if has_mean:
-        _add_mean_values(x, mean_v, scale_mean, msum, um)
-        for i in range(n):
-            for a in range(d):
-                x[i, a] += um[i, a]
+        _mean_values(mean_v, scale_mean, msum, um)
     for i in range(n):
         for a in range(d):
-            acc = 0.0
-            for e in range(kv):
-                acc += z[a, e] * rf[e, i]
-            x[i, a] += scale_v * acc
+            if has_mean:
+                x[i, a] += um[i, a]
+            x[i, a] += scale_v * _att.row_col(z, a, rf, i)
     _att.normalize_rows(x)
+
+
+@nb.njit(inline="always", **JIT)
+def _literal_scratch(n_tok, d):
+    """Scratch of :func:`layer_literal` (and of the other layers: pi, s0, msum, um): w, wp,
+    v (d, d); p, q, mh, u (N, d); pi, s0 (N, N); msum, um (N, d)."""
+    return (np.empty((d, d)), np.empty((d, d)), np.empty((d, d)), np.empty((n_tok, d)),
+            np.empty((n_tok, d)), np.empty((n_tok, d)), np.empty((n_tok, d)),
+            np.empty((n_tok, n_tok)), np.empty((n_tok, n_tok)), np.empty((n_tok, d)),
+            np.empty((n_tok, d)))
+
+
+@nb.njit(inline="always", **JIT)
+def _subspace_scratch(n_tok, d, n_heads):
+    """The other arrays of :func:`layer_subspace` (its docstring gives their shapes)."""
+    k = min(d, n_tok)
+    hk = n_heads * k
+    kv = min(hk, n_tok)
+    return (np.empty((d, n_tok)), np.empty((k, n_tok)), np.empty(d), np.zeros((k, k)),
+            np.empty((k, k)), np.empty((k, k)), np.empty((k, n_tok)), np.empty((hk, n_tok)),
+            np.empty(hk), np.empty((kv, n_tok)), np.empty((d, kv)))
 
 
 @nb.njit(**JIT_PARALLEL)
@@ -318,37 +277,14 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
     ``init_mode`` as :func:`.common.init_tokens`.  Records the
     Gram matrix at the layers ``rec_layers`` (sorted) and the final tokens.
     """
-    k = min(d, n_tok)
-    hk = n_heads * k
-    kv = min(hk, n_tok)
     scale_v = eta * sigma / n_heads
     scale_mean = eta / n_heads
     for t in nb.prange(n):
         state, x = start_tokens(key0, key1, first + t, n_tok, d, init_mode, x0[t], z0)
         # Every scratch array is allocated whatever the method (once per trajectory, and
         # small): arrays defined in one branch only are mis-compiled inside numba's prange.
-        w = np.empty((d, d))
-        wp = np.empty((d, d))
-        v = np.empty((d, d))
-        p = np.empty((n_tok, d))
-        q = np.empty((n_tok, d))
-        mh = np.empty((n_tok, d))
-        u = np.empty((n_tok, d))
-        xt = np.empty((d, n_tok))
-        c = np.empty((k, n_tok))
-        hv = np.empty(d)
-        lw = np.zeros((k, k))
-        y = np.empty((k, k))
-        mk = np.empty((k, k))
-        tmp = np.empty((k, n_tok))
-        stack = np.empty((hk, n_tok))
-        hv2 = np.empty(hk)
-        rf = np.empty((kv, n_tok))
-        z = np.empty((d, kv))
-        pi = np.empty((n_tok, n_tok))
-        s0 = np.empty((n_tok, n_tok))
-        msum = np.empty((n_tok, d))
-        um = np.empty((n_tok, d))
+        w, wp, v, p, q, mh, u, pi, s0, msum, um = _literal_scratch(n_tok, d)
+        xt, c, hv, lw, y, mk, tmp, stack, hv2, rf, z = _subspace_scratch(n_tok, d, n_heads)
         ptr = 0
         for layer in range(0, n_layers + 1):
             if layer > 0:
@@ -364,12 +300,8 @@ def _kernel(key0, key1, first, n, n_tok, d, n_layers, n_heads, literal, beta, si
                     layer_subspace(state, x, n_heads, beta, beta * sigma_qk * sigma_qk,
                                    scale_v, has_mean, mean_v, mean_qk, scale_mean, xt, c, hv,
                                    lw, y, mk, tmp, pi, stack, hv2, rf, z, s0, msum, um)
-            while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                record_gram(rec_gram[t, ptr], x)
-                ptr += 1
-        for i in range(n_tok):
-            for a in range(d):
-                x_out[t, i, a] = x[i, a]
+            ptr = record_grams(rec_gram[t], rec_layers, ptr, layer, x)
+        x_out[t] = x
 
 
 def _run(plan, a, lo, hi):

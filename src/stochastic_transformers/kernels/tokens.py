@@ -22,7 +22,7 @@ import numpy as np
 from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT, JIT_PARALLEL
-from .common import Runner, given_tokens, record_gram, recorded, start_tokens
+from .common import Runner, fill_random, given_tokens, record_grams, recorded, start_tokens
 
 _LAW_CODES = {"gaussian": 0, "uniform": 1, "rademacher": 2}
 
@@ -61,9 +61,7 @@ def token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv
     d = x.shape[1]
     if kind == 0:
         if law == 0:   # the Gaussian entry of _value_entry, without a call per entry
-            for a in range(d):
-                for b in range(d):
-                    v[a, b] = sigma * _rng.normal(state)
+            fill_random(state, v, sigma, False)
         else:
             for a in range(d):
                 for b in range(d):
@@ -71,9 +69,7 @@ def token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv
         _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity,
                            self_scale)
     elif kind == 1:
-        for a in range(d):
-            for b in range(g.shape[1]):
-                g[a, b] = sigma * _rng.normal(state)
+        fill_random(state, g, sigma, False)
         _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights,
                                b_identity, hv, self_scale)
     else:
@@ -111,9 +107,7 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
             if layer > 0:
                 token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l,
                              epsilon, v, g, att, m, r, y, bx, weights, hv, self_scale)
-            while ptr < rec_layers.size and rec_layers[ptr] == layer:
-                record_gram(rec_gram[t, ptr], x)
-                ptr += 1
+            ptr = record_grams(rec_gram[t], rec_layers, ptr, layer, x)
         x_out[t] = x
 
 

@@ -49,6 +49,16 @@ def record_two_point(rec_gram, rec_opo, ptr, labels, s, c, one_point):
             rec_gram[ptr, i, j] = 1.0 if (one_point or labels[i] == labels[j]) else z
     rec_opo[ptr] = 2.0 if one_point else 2.0 * c * c
 
+@nb.njit(inline="always", **JIT)
+def record_two_points(rec_gram, rec_opo, ptr, rec_layers, layer, labels, s, c, one_point):
+    """:func:`record_two_point` into every record of layer ``layer`` (the sorted
+    ``rec_layers`` from ``ptr`` on); return the next record's index."""
+    while ptr < rec_layers.size and rec_layers[ptr] == layer:
+        record_two_point(rec_gram, rec_opo, ptr, labels, s, c, one_point)
+        ptr += 1
+    return ptr
+
+
 @nb.njit(**JIT)
 def finish_two_point(rec_gram, rec_opo, ptr, rec_layers, labels, s, c, merged):
     """Fill the records left from ``ptr`` with the final state; return the final (s, c), a
@@ -78,9 +88,7 @@ def _two_point_layers(state, s, c, m1, m2, layer0, n_layers, d, beta, softmax, k
             s, c = _att.cluster_pair_layer(s, c, kappa,
                                            _att.cluster_pair_weights(s, beta, softmax, m1, m2), z)
         merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
-        while ptr < rec_layers.size and rec_layers[ptr] == layer:
-            record_two_point(rec_gram, rec_opo, ptr, labels, s, c, merged)
-            ptr += 1
+        ptr = record_two_points(rec_gram, rec_opo, ptr, rec_layers, layer, labels, s, c, merged)
         if merged:
             return s, c, ptr, layer, True
         if balanced and (s < s_stop or c < c_stop):
@@ -103,10 +111,7 @@ def _cluster_kernel(key0, key1, first, n, m1, m2, d, n_layers, beta, softmax, ka
         state = np.empty(4, dtype=np.uint64)
         s, c = start_pair(state, key0, key1, first + t, d, init_mode, s0, c0, t)
         merged = 2.0 * s * s <= MERGE_ONE_MINUS_OVERLAP
-        ptr = 0
-        while ptr < rec_layers.size and rec_layers[ptr] == 0:
-            record_two_point(rec_gram[t], rec_opo[t], ptr, labels, s, c, merged)
-            ptr += 1
+        ptr = record_two_points(rec_gram[t], rec_opo[t], 0, rec_layers, 0, labels, s, c, merged)
         stop = 0 if merged else -1
         if not merged:
             z = np.empty(7)
