@@ -144,7 +144,7 @@ def test_paper_page_words_follow_the_verdicts():
     assert homog_regimes.phrases(s)["misses"].startswith("The 10 cells with the fewest layers")
     m = homog_meet.summary(_paper("homog_meet"))
     assert homog_meet.phrases(m)["verdict"].startswith("**Reproduced:**")
-    assert "does **not** close" in homog_meet.phrases(
+    assert "does **not** shrink" in homog_meet.phrases(
         {**m, "discretisation_explains": False})["verdict"]
     lg = homog_logistic.summary(_paper("homog_logistic"))
     assert "falls roughly like $1/d$" in homog_logistic.phrases(lg)["verdict"]

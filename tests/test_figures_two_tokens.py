@@ -1,5 +1,6 @@
 """Figures 3 and 4 end to end: saved results, theory agreement, Dask, cache and kill."""
 
+import json
 import os
 import signal
 import subprocess
@@ -50,6 +51,26 @@ def test_saved_fig3_agrees_with_theory_within_its_intervals(fig3_smoke):
     assert float(ds.p_theory.sel(d=d, beta=b)) == pytest.approx(float(theory.antipodal_probability(b, d)))
 
 
+def test_fig3_far_bias_and_chi_square_on_constructed_deviations(fig3_smoke):
+    """A mean deviation is resolved beyond 3 of its standard errors 1/sqrt(n); the
+    chi-square of sum z^2 over the n far points tests a perfect match."""
+    import scipy.stats
+
+    ds = xr.open_dataset(fig3_smoke / "fig3.nc").load()
+    s = fig3.summary(ds)
+    far = ((ds.p_theory > 0) | (ds.n_antipodal > 0)) & (abs(ds.beta - ds.beta_c) >= fig3.NEAR)
+    n = int(far.sum())
+    assert n == s["n_far"] >= 4
+    signs = np.where(np.arange(ds.z_score.size).reshape(ds.z_score.shape) % 2, 1.0, -1.0)
+    for z, resolved in ((0.5 * signs, False), (6.0 / np.sqrt(n) + 0 * signs, True)):
+        ds["z_score"] = ds.z_score.copy(data=z)
+        s = fig3.summary(ds)
+        assert s["far_bias_resolved"] is resolved
+        zf = z[far.transpose(*ds.z_score.dims).values]
+        assert s["far_chi2_p"] == pytest.approx(scipy.stats.chi2.sf(np.sum(zf ** 2), n))
+        assert ("consistent with" in fig3.phrases(s)["far_reading"]) is not resolved
+
+
 def test_fig3_dask_cluster_gives_the_same_numbers_as_one_process(tmp_path):
     small = dict(d=(4,), betas=(1.0, 2.0), n_traj=64, L=20, T=10.0)
     one = fig3.compute("smoke", scheduler="synchronous", progress=False, **small)
@@ -92,6 +113,9 @@ def test_fig4_variables_and_threshold_summary():
         assert var in ds
     assert ds.p_single.dims == ("L", "beta", "epsilon")
     assert list(ds.L.values) == list(fig4.SCALES["smoke"]["Ls"])
+    # the attributes describe both maps, not the first one alone
+    assert list(ds.attrs["grid_L"]) == list(fig4.SCALES["smoke"]["Ls"])
+    assert [p["grid"]["L"] for p in json.loads(ds.attrs["parameters"])] == [[20], [60]]
     total = ds.p_single + ds.p_antipodal + ds.p_unclustered
     np.testing.assert_allclose(total.values, 1.0)
     # eps = 0 is the deterministic flow: pairs merge (at large beta too slowly for T = 20)

@@ -269,6 +269,41 @@ def test_labels_are_the_first_fitting_candidate(tmp_path):
     assert s["n_cells"] == 4 and s["n_agree"] + len(s["disagree"]) == 4
 
 
+def _map(sde_z, substeps):
+    """A constructed 2 x 2 map: (0.3, -1) where nothing fits, (0.3, 0) whose SDE distance is
+    sde_z s.e. at every L, (0.6, -1) on ODE I and (0.6, 0) on the SDE."""
+    import xarray as xr
+
+    shape, far = (2, 2, 3, 3), np.ones((2, 2, 3, 3))
+    chain, se = np.zeros(shape), np.full(shape, 0.01)
+    sde, odes = far.copy(), far.copy()
+    sde[0, 1] = sde_z * 0.01 * math.sqrt(2.0)
+    sde[1, 1] = 0.005
+    ode1 = odes.copy()
+    ode1[1, 0] = 0.005
+    dims = ("gamma", "nu", "L", "fraction")
+    ds = xr.Dataset({"chain": (dims, chain), "chain_se": (dims, se), "sde": (dims, sde),
+                     "sde_se": (dims, se), "ode1": (dims, ode1), "ode2": (dims, odes),
+                     "ode2_printed": (dims, odes),
+                     "t_L": (dims[:3], np.ones(shape[:3])),
+                     "n_traj": (dims[:3], np.ones(shape[:3]))},
+                    coords={"gamma": [0.3, 0.6], "nu": [-1.0, 0.0], "L": [64, 256, 1024],
+                            "fraction": [0.0, 0.5, 1.0]})
+    ds.attrs["fixed_substeps"] = substeps
+    return homog_limits.summary(ds)
+
+
+def test_map_names_cells_by_elimination_and_within_the_sde_bias():
+    s = _map(3.5, substeps=4)             # 3.5 * 4/3 = 4.7 s.e.: beyond Z_FIT
+    assert (s["n_definite"], s["n_definite_agree"]) == (4, 4)
+    assert [(r["gamma"], r["nu"]) for r in s["by_elimination"]] == [(0.3, -1.0)]
+    assert [(r["gamma"], r["nu"]) for r in s["sde_within_bias"]] == [(0.3, 0.0)]
+    assert "possible bias" in homog_limits.phrases(s)["verdict"]
+    s = _map(3.5, substeps=8)             # 3.5 * 8/7 = 4.0 s.e.: within Z_FIT
+    assert s["sde_within_bias"] == [] and "bias" not in homog_limits.phrases(s)["verdict"]
+    assert _map(5.0, substeps=8)["n_definite_agree"] == 3     # the SDE no longer fits
+
+
 def test_segments_must_divide_the_depth():
     with pytest.raises(ValueError, match="multiples of n_times"):
         homog_limits.compute("smoke", Ls=(20, 64), progress=False)
@@ -335,8 +370,16 @@ def test_noise_and_rate_pages_compute_at_smoke(tmp_path):
     s = homog_noise.summary(homog_noise.compute("smoke", progress=False, cache_dir=tmp_path))
     assert set(s["pairs"]) == {"common", "independent"}
     assert s["contrast"]["independent"]["many_antipodal"] == 0.0
-    r = homog_rate.summary(homog_rate.compute("smoke", progress=False, cache_dir=tmp_path))
+    ds = homog_rate.compute("smoke", progress=False, cache_dir=tmp_path)
+    r = homog_rate.summary(ds)
     assert set(r["orders"]) == {"ode1", "ode2", "ode2_printed", "diffusive"}
+    # the SDE scheme's bias C h, C = 2 (E phi(eta) - E phi(eta / 2)) / eta at the last pair
+    bias = 2 * ds.attrs["sde_step"] * 2.0 ** ds.k_pair.values[-1] * float(ds.diff_pair[-1])
+    assert r["limit"]["sde_bias"] == pytest.approx(bias)
+    ds.attrs["sde_mean"] = float(ds.richardson[-1]) + bias      # exactly the biased reference
+    assert homog_rate.summary(ds)["limit"]["z_debiased"] == pytest.approx(0.0, abs=1e-9)
+    ds.attrs["sde_mean"] = float(ds.richardson[-1]) + bias + 10 * float(ds.richardson_se[-1])
+    assert abs(homog_rate.summary(ds)["limit"]["z_debiased"]) > 3
 
 
 def test_order_fit_recovers_a_power():
@@ -418,6 +461,43 @@ def test_scaling_and_laws_pages_compute_at_smoke(tmp_path):
     assert set(s["by_d"]["simplex"]) == {32}
     law = homog_laws.summary(homog_laws.compute("smoke", progress=False, cache_dir=tmp_path))
     assert law["laws"]["gaussian"]["ks_p"] == [1.0, 1.0]
+
+
+def _laws(z):
+    """A constructed homog_laws result: every law on the Gaussian run but all-Rademacher weights
+    at d = 3, z standard errors (of 0.005) above it."""
+    import xarray as xr
+
+    from stochastic_transformers.figures import homog_laws
+
+    laws, dims = list(homog_laws.LAWS), [3, 6]
+    diff = np.zeros((4, 2))
+    diff[3, 0] = z * 0.005
+    grid = ("law", "d")
+    ds = xr.Dataset({"diff_gaussian": (grid, diff),
+                     "diff_gaussian_se": (grid, np.full((4, 2), 0.005)),
+                     "z_limit": (grid, np.zeros((4, 2))), "ks_p": (grid, np.ones((4, 2))),
+                     "n_traj": (grid, np.full((4, 2), 100))}, coords={"law": laws, "d": dims})
+    ds.attrs.update(fixed_b=3.0, fixed_t=1.0, fixed_n_layers=8)
+    s = homog_laws.summary(ds)
+    return s, homog_laws.phrases(s)
+
+
+def test_laws_largest_difference_and_its_control():
+    s, words = _laws(2.5)
+    m = s["largest"]
+    assert (m["law"], m["d"], m["n_tests"]) == ("rademacher_all", 3, 6)
+    assert m["p"] == pytest.approx(2 * stats.norm.sf(2.5))
+    assert m["p_bonferroni"] == pytest.approx(6 * m["p"])
+    assert m["p_within_law"] == pytest.approx(2 * m["p"])
+    assert m["upper95"] == pytest.approx(0.0125 + 1.96 * 0.005)
+    assert "not significant at 5% ($p$ = 0.075) after" in words["largest"]
+    assert "significant at 5% ($p$ = 0.025) for" in words["largest"]
+    assert "exceeds" in words["largest"]
+    assert "resolve no difference" in words["verdict"]
+    s, words = _laws(4.5)
+    assert "not significant" not in words["largest"]
+    assert "makes a difference" in words["verdict"]
 
 
 def test_sde_noise_is_centred_with_random_keys(x0):

@@ -367,6 +367,26 @@ def test_fig2_phrases_say_whether_the_claim_holds():
     assert "| pairs: random ahead / behind / level | 7 / 3 / 0 | 0 / 10 / 0 |" in table
 
 
+def test_fig2_holm_correction_over_the_tasks():
+    assert fig2.holm([0.01, 0.04], 0.05) == [True, True]     # 0.01 < 0.025, then 0.04 < 0.05
+    assert fig2.holm([0.04, 0.001], 0.05) == [True, True]
+    assert fig2.holm([0.03, 0.04], 0.05) == [False, False]   # 0.03 > 0.025 stops at once
+    assert fig2.holm([0.001, 0.2], 0.05) == [True, False]
+    # 8 wins, 1 loss, 1 tie: two-sided sign test p = 2 * 10 / 512, the larger of the two p's
+    weak = fig2.summary(_paired([0.03] * 8 + [-0.001, 0.0]))
+    assert weak["verdict"] == "gaussian_better"
+    assert weak["p_verdict"] == pytest.approx(20 / 512)
+    level = fig2.summary(_paired([0.02, -0.03, 0.01, -0.02, 0.04, -0.03, 0.02, -0.01, 0.0,
+                                  0.01], "digits-small"))
+    assert fig2.phrases(weak, weak)["claim"] == "reproduced"   # every task: no correction
+    words = fig2.phrases(weak, level)                          # some task: Holm's correction
+    assert words["claim"] == "not reproduced"
+    assert "not after Holm's correction over the 2 tasks (p = 0.039)" in words["verdict_text"]
+    strong = fig2.summary(_paired([0.02, 0.03, 0.01, 0.02, 0.04, 0.03, 0.02, 0.01, 0.03, 0.02]))
+    assert fig2.phrases(strong, level)["claim"] == "partly reproduced"
+    assert "Holm" not in fig2.phrases(strong, level)["verdict_text"]
+
+
 def test_fig2_points_are_never_minus_zero_or_nan():
     tiny = fig2.summary(_paired([-1e-5] * 10 + [1e-5] * 9))
     text = fig2.phrases(tiny)["verdict_text"] + fig2.stats_table(tiny)

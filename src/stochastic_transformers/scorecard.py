@@ -210,7 +210,11 @@ def _judge_homog_fig1(s):
     pv = s["printed_vs_ours"]
     agree = s["n_definite_agree"] == s["n_definite"]
     printed = pv["n_printed_fits"] == pv["n_cells"]
-    return (_word([agree, printed]) if s["n_definite_agree"] else VERDICTS[2],
+    # As the page: reproduced only if every cell and the printed ODE II agree; some cells
+    # as mapped make it partly reproduced, none not reproduced.
+    word = (VERDICTS[0] if agree and printed else VERDICTS[1] if s["n_definite_agree"]
+            else VERDICTS[2])
+    return (word,
             f"{s['n_definite_agree']} of {s['n_definite']} cells as mapped; printed ODE II "
             f"fits {pv['n_printed_fits']} of {pv['n_cells']} ODE II cells")
 

@@ -153,6 +153,7 @@ def test_paper_verdicts():
     if "fig4" in COMMITTED:
         fig4 = figures.get("fig4").summary(load_committed("fig4"))
         assert fig4["Ls"] == [100, 1000]
+        assert list(load_committed("fig4").attrs["grid_L"]) == [100, 1000]   # corrected attrs
         # wherever a step is small, the dominant outcome is the predicted one
         for sub in fig4["by_L"].values():
             assert sub["share_agree_small_step"] >= 0.95

@@ -15,7 +15,7 @@ from ... import feedforward, simulate
 from ...activations import ACTIVATIONS
 from ...classification import outcome_counts
 from ...config import ModelConfig, RunConfig
-from ...stats import agreement_z, poisson_two_sided, z_digest
+from ...stats import poisson_two_sided, z_digest
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import choices, integer, reals
 from ..spec import Figure
@@ -23,13 +23,11 @@ from ..words import markdown_table, signed, verdict
 
 _COMMON = dict(d=4, activations=("relu", "gelu", "erf"), attention="softmax", tol=1e-3,
                ff_width=8, seed=0)
-SCALES = {
-    "smoke": dict(_COMMON, rs=(0.0, 0.5), betas=(0.5, 2.0), n_traj=200, L=20, T=2.0),
-    "quick": dict(_COMMON, rs=(0.0, 0.1, 0.5, 1.0), betas=tuple(np.linspace(0.0, 4.0, 9)),
-                  n_traj=2000, L=100, T=10.0),
-    "paper": dict(_COMMON, rs=(0.0, 0.1, 0.5, 1.0), betas=tuple(np.linspace(0.0, 4.0, 17)),
-                  n_traj=10_000, L=100, T=10.0),
-}
+SCALES = {"smoke": dict(_COMMON, rs=(0.0, 0.5), betas=(0.5, 2.0), n_traj=200, L=20, T=2.0),
+          "quick": dict(_COMMON, rs=(0.0, 0.1, 0.5, 1.0), betas=tuple(np.linspace(0.0, 4.0, 9)),
+                        n_traj=2000, L=100, T=10.0),
+          "paper": dict(_COMMON, rs=(0.0, 0.1, 0.5, 1.0), betas=tuple(np.linspace(0.0, 4.0, 17)),
+                        n_traj=10_000, L=100, T=10.0)}
 #: The knobs of the block, checked alike by every feedforward figure: its strengths and width.
 BLOCK_SCHEMA = {"rs": reals(0.0, distinct=True, increasing=True), "ff_width": integer(1, 4096)}
 #: Quantile of 1 + Z_T recorded per cell: how close to -1 the closest pairs come.
@@ -80,7 +78,7 @@ THEORY_STEP = 0.04
 def finish(ds, knobs):
     """The fractions with Wilson bands; the limit's :math:`P(1 + Z_T \\le \\mathrm{tol})` from
     a uniform start ``p_theory`` (numerical error ``p_theory_error``), its long-time
-    probability of -1 ``p_long``, and ``z_score`` against ``p_theory``."""
+    probability of -1 ``p_long``."""
     ds = add_outcome_fractions(ds, ("antipodal", "single", "unclustered"))
     d, T, tol = knobs["d"], float(knobs["T"]), float(knobs["tol"])
     acts, rs, betas = ds.activation.values, ds.r.values, ds.beta.values
@@ -98,7 +96,6 @@ def finish(ds, knobs):
     dims = ("activation", "r", "beta")
     for n, name in enumerate(("p_theory", "p_theory_error", "p_long")):
         ds[name] = (dims, limit[..., n])
-    ds["z_score"] = agreement_z(ds.n_antipodal, ds.n_traj, ds.p_theory)
     ds.attrs.update(theory_step=THEORY_STEP)
     return ds
 
@@ -114,19 +111,31 @@ COUNT_ALPHA = 1e-3
 #: False-alarm rate of :func:`follows_limit`: it fails when more points lie beyond 2 standard
 #: errors than a perfect match (each with probability 4.6%) gives with this probability.
 AGREE_ALPHA = 1e-3
+#: Fewest pairs (and non-pairs) a point must expect to be compared point by point.
+MIN_EXPECTED = 5.0
+
+
+def calibrated_z(count, n, p):
+    """The z-scores (k - np) / sqrt(np(1 - p)) of the points expecting at least
+    :data:`MIN_EXPECTED` pairs and non-pairs (nearly normal there), and how many are left out."""
+    e = n * p
+    keep = np.minimum(e, n - e) >= MIN_EXPECTED
+    return (count - e)[keep] / np.sqrt(e * (1 - p))[keep], int((~keep).sum())
 
 
 def summary(ds) -> dict:
-    """The deviations from the limit over the informative points, one by one and all together
-    (``total_*``: a systematic deficit shows in the total before it shows point by point);
-    with a block, pairs counted and expected by activation; for the even-part blocks the
-    Poisson p-value of their count near -1 and the closest approach by r; for the odd block
-    the least z of its gain over r = 0 at every beta from Theorem 2's threshold."""
+    """The deviations from the limit (:func:`calibrated_z`) over the informative points, one by
+    one and all together (``total_*``: a systematic deficit shows in the total first); with a
+    block, pairs counted and expected by activation; for the even-part blocks the Poisson
+    p-value of their count near -1 and the closest approach by r; for the odd block the least
+    z of its gain over r = 0 at every beta from Theorem 2's threshold (and its Bonferroni p)."""
+    from scipy.stats import norm
+
     informative = ((ds.p_theory > INFORMATIVE_P) | (ds.n_antipodal > 0)).values
-    zi = ds.z_score.values[informative]
-    digest, digest_3 = z_digest(zi, within=2.0), z_digest(zi, within=3.0)
     p_all = ds.p_theory.values[informative]
     n_all = ds.n_traj.broadcast_like(ds.p_theory).values[informative]
+    zi, n_left_out = calibrated_z(ds.n_antipodal.values[informative], n_all, p_all)
+    digest, digest_3 = z_digest(zi, within=2.0), z_digest(zi, within=3.0)
     observed = float(ds.n_antipodal.values[informative].sum())
     expected = float((p_all * n_all).sum())
     se = float(np.sqrt((p_all * (1 - p_all) * n_all).sum()))
@@ -137,7 +146,7 @@ def summary(ds) -> dict:
     out = {"max_abs_z": digest["max_abs_z"] if zi.size else 0.0,
            "share_within_2se": digest["share_within"],
            "share_within_3se": digest_3["share_within"], "mean_z": digest["mean_z"],
-           "n_informative": int(informative.sum()), "informative_p": INFORMATIVE_P,
+           "n_informative": int(zi.size), "n_left_out": n_left_out, "informative_p": INFORMATIVE_P,
            "total_observed": observed, "total_expected": expected,
            "total_z": (observed - expected) / se if se > 0 else 0.0,
            "total_relative": observed / expected - 1.0 if expected > 0 else 0.0,
@@ -145,9 +154,8 @@ def summary(ds) -> dict:
            "T": float(knob_attr(ds, "T")), "r_max": float(ds.r.max()),
            "antipodal_with_block": {a: int(blocked.n_antipodal.sel(activation=a).sum())
                                     for a in acts},
-           "theory_with_block": {a: float((blocked.p_theory.sel(activation=a)
-                                           * blocked.n_traj.sel(activation=a)).sum())
-                                 for a in acts}}
+           "theory_with_block": {a: float((blocked.p_theory * blocked.n_traj).sel(activation=a)
+                                          .sum()) for a in acts}}
     if even and blocked.r.size:
         sub = blocked.sel(activation=even)
         p = poisson_two_sided(int(sub.n_antipodal.sum()), float((sub.p_theory * sub.n_traj).sum()))
@@ -164,35 +172,46 @@ def summary(ds) -> dict:
                       + base.p_antipodal * (1 - base.p_antipodal) / base.n_traj).values[above])
         gain = float(np.min(diff / np.maximum(se, 1e-12))) if diff.size else float("nan")
         out.update(odd_activation=odd[0], beta_c_no_block=beta_c, odd_gain_min_z=gain,
+                   odd_n_above=int(diff.size), odd_bonferroni_p=float(min(1, diff.size * norm.sf(gain))),
                    odd_block_raises=bool(diff.size and gain > 3.0))
     return out
 
 
-def follows_limit(stats) -> bool:
-    """Whether few enough points lie beyond 2 standard errors (see :data:`AGREE_ALPHA`)."""
+def follows_limit(stats) -> tuple[bool, int, float]:
+    """Whether few enough points lie beyond 2 standard errors (see :data:`AGREE_ALPHA`), how
+    many do, and the probability that a perfect match (each point 4.6%) puts as many there."""
     from scipy.stats import binom, norm
 
     n = stats["n_informative"]
     outside = round(n * (1.0 - stats["share_within_2se"])) if n else 0
-    return bool(n) and float(binom.sf(outside - 1, n, 2 * norm.sf(2.0))) > AGREE_ALPHA
+    p = float(binom.sf(outside - 1, n, 2 * norm.sf(2.0)))
+    return bool(n) and p > AGREE_ALPHA, outside, p
 
 
 def phrases(stats) -> dict[str, str]:
     """The page's plain-text findings, which the chapter quotes too: ``verdict``, ``total``
     (all informative points against the limit) and ``closest`` (how near -1 the closest 1%
     of pairs come with an even-part block, by r)."""
-    checks = [(follows_limit(stats), "the fractions at T follow the limit's curves",
-               "the fractions at T do not follow the limit's curves")]
+    agree, outside, p = follows_limit(stats)
+    tally = (f"{outside} of {stats['n_informative']} comparisons beyond 2 standard errors, "
+             f"binomial p = {p:.2g} against a perfect match")
+    checks = [(agree, f"point by point the fractions at T are consistent with "
+               f"the limit's curves ({tally})", f"point by point the fractions at T are not "
+               f"consistent with the limit's curves ({tally})")]
     if "even_counts_match" in stats:
         checks.append((stats["even_long_zero"] and stats["even_counts_match"],
-                       "with ReLU and GELU blocks −1 is never the limit, and the pairs near it "
-                       "at T are as few as the limit expects", "with ReLU and GELU blocks the "
+                       "with ReLU and GELU blocks the limit never ends at −1, and the count of "
+                       f"pairs near it at T is consistent with the limit's expectation (Poisson p "
+                       f"= {stats['even_count_p']:.2f})", "with ReLU and GELU blocks the "
                        "pairs near −1 at T are not what the limit expects"))
     if "odd_block_raises" in stats:
         act = stats["odd_activation"]
         checks.append((stats["odd_block_raises"], f"an {act} block raises the antipodal "
-                       "fraction at every β above Theorem 2's threshold", f"this run does not "
-                       f"resolve the {act} block's gain at every β above Theorem 2's threshold"))
+                       f"fraction at each of the {stats['odd_n_above']} values of β above "
+                       f"Theorem 2's threshold, by at least {stats['odd_gain_min_z']:.1f} standard "
+                       f"errors each (Bonferroni p = {stats['odd_bonferroni_p']:.1g})", "this run "
+                       f"does not resolve the {act} block's gain at every β above Theorem 2's "
+                       "threshold"))
     z, rel = signed(stats["total_z"], 1), stats["total_relative"]
     total = (f"a deficit of {-rel:.1%} ({z} standard errors), of the sign of the finite-depth "
              "bias measured on the threshold page" if stats["total_z"] < -3 else
@@ -210,7 +229,8 @@ def tables(stats) -> dict[str, str]:
         ["block (all r > 0)", "pairs within tol of −1 at T", "expected by the limit"],
         [[act, f"{n:,}", f"{stats['theory_with_block'][act]:,.1f}"]
          for act, n in stats["antipodal_with_block"].items()], numeric=True)
-    agreement = markdown_table(["points compared (informative)", stats["n_informative"]], [
+    agreement = markdown_table(["comparisons", stats["n_informative"]], [
+        [f"points left out (expecting fewer than {MIN_EXPECTED:g} pairs)", stats["n_left_out"]],
         ["within 2 standard errors", f"{stats['share_within_2se']:.0%}"],
         ["within 3 standard errors", f"{stats['share_within_3se']:.0%}"],
         ["largest deviation (standard errors)", f"{stats['max_abs_z']:.1f}"],

@@ -7,7 +7,8 @@ With an odd activation (erf) -1 stays a fixed point of the two-token overlap, an
 chain measures :math:`\lambda_-` from :math:`1 + Z_0 = ` ``gap0`` at depth scales ``Ls``
 :math:`= (L, 4L)`, extrapolated to :math:`(4\hat\lambda_{4L} - \hat\lambda_L)/3` (a layer's
 noise is symmetric, so the bias is :math:`O(1/L)`); the measured threshold is the root of a
-straight line through the extrapolated exponents (:func:`fitted_root`).
+straight line in :math:`\mathrm{sech}^2\beta`, in which the limit's exponent is affine, through
+the extrapolated exponents (:func:`fitted_root`).
 """
 
 from __future__ import annotations
@@ -65,20 +66,25 @@ def cell(*, d, r, beta, activation, n_traj, L, T, attention, ff_width, gap0, see
 
 
 def fitted_root(betas, rate, se, points=FIT_POINTS):
-    """Root of a weighted straight line (:func:`stats.weighted_least_squares`) through the
-    ``points`` measurements on each side of the first change of sign of ``rate``, and its
-    standard error by the delta method; ``(nan, nan)`` without a change of sign."""
+    """Root in beta of a weighted straight line (:func:`stats.weighted_least_squares`) in
+    u = sech^2 beta, in which the limit's exponent is affine, through the ``points`` values on
+    each side of the first change of sign of ``rate``, and its standard error by the delta
+    method; ``(nan, nan)`` without a change of sign or with the root outside 0 < u < 1."""
     sign = np.sign(rate)
     change = np.flatnonzero(sign[:-1] * sign[1:] < 0)
     if change.size == 0:
         return float("nan"), float("nan")
     k = int(change[0])
     lo, hi = max(0, k - points + 1), min(len(betas), k + points + 1)
-    x = betas[lo:hi]
-    (a, b), cov, _ = weighted_least_squares(np.stack([np.ones_like(x), x], axis=1),
+    u = np.cosh(np.asarray(betas[lo:hi], dtype=float)) ** -2.0
+    (a, b), cov, _ = weighted_least_squares(np.stack([np.ones_like(u), u], axis=1),
                                             rate[lo:hi], se[lo:hi])
-    grad = np.array([-1.0 / b, a / b**2])
-    return float(-a / b), float(math.sqrt(grad @ cov @ grad))
+    root, grad = -a / b, np.array([-1.0 / b, a / b**2])
+    if not 0.0 < root < 1.0:
+        return float("nan"), float("nan")
+    # beta = arccosh(u^(-1/2)), d beta / du = -1 / (2u sqrt(1 - u))
+    return (float(np.arccosh(root**-0.5)),
+            float(math.sqrt(grad @ cov @ grad) / (2.0 * root * math.sqrt(1.0 - root))))
 
 
 def theory_threshold(d, r, activation) -> float:
@@ -103,17 +109,20 @@ def finish(ds, knobs):
            for b in betas] for r in ds.r.values] for d in ds.d.values]))
     ds["z_score"] = (ds.exponent - ds.exponent_theory) / ds.exponent_se
     ds["z_score_limit"] = (ds.exponent_limit - ds.exponent_theory) / ds.exponent_limit_se
-    roots = np.array([[fitted_root(betas, ds.exponent_limit.sel(d=d, r=r).values,
-                                   ds.exponent_limit_se.sel(d=d, r=r).values)
-                       for r in ds.r.values] for d in ds.d.values])
     ds = ds.assign_coords(r_fine=np.linspace(0.0, float(ds.r.max()), 81))
     for name, rs in (("beta_c", "r"), ("beta_c_fine", "r_fine")):
         ds[name] = (("d", rs), np.array([[theory_threshold(d, r, act) for r in ds[rs].values]
                                          for d in ds.d.values], dtype=float))
-    ds["beta_c_sim"] = (("d", "r"), roots[..., 0])
-    ds["beta_c_sim_se"] = (("d", "r"), roots[..., 1])
-    ds["beta_c_z"] = (ds.beta_c_sim - ds.beta_c) / ds.beta_c_sim_se
-    return ds
+    return with_roots(ds)
+
+
+def with_roots(ds):
+    """``ds`` with ``beta_c_sim`` (``_se``), ``beta_c_z`` by :func:`fitted_root`, found anew."""
+    roots = np.array([[fitted_root(ds.beta.values, ds.exponent_limit.sel(d=d, r=r).values,
+                                   ds.exponent_limit_se.sel(d=d, r=r).values)
+                       for r in ds.r.values] for d in ds.d.values])
+    ds = ds.assign(beta_c_sim=(("d", "r"), roots[..., 0]), beta_c_sim_se=(("d", "r"), roots[..., 1]))
+    return ds.assign(beta_c_z=(ds.beta_c_sim - ds.beta_c) / ds.beta_c_sim_se)
 
 
 #: Seconds of simulation per trajectory-layer, measured on the committed paper run
@@ -151,8 +160,11 @@ def _falls_with_r(ds) -> bool:
 def summary(ds) -> dict:
     """The thresholds by (d, r) (theory, measured, its standard error, z); the exponents'
     deviations from the limit's at each depth scale and extrapolated; ``thresholds_agree``
-    (every z within :data:`AGREE_Z`, and no measured threshold where the theory has none)
-    and ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
+    (every z within :data:`AGREE_Z`, and no measured threshold where the theory has none), the
+    chi-square p of all z together and ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
+    from scipy.stats import chi2
+
+    ds = with_roots(ds)
     rows = {f"{int(d)}_{float(r):g}": {k: float(ds[v].sel(d=d, r=r)) for k, v in (
         ("theory", "beta_c"), ("measured", "beta_c_sim"), ("se", "beta_c_sim_se"), ("z", "beta_c_z"))}
         for d, r in itertools.product(ds.d.values, ds.r.values)}
@@ -167,6 +179,7 @@ def summary(ds) -> dict:
     return {
         "thresholds": rows,
         "max_abs_threshold_z": float(np.abs(z_thr).max()) if z_thr.size else float("nan"),
+        "n_thresholds": int(z_thr.size), "threshold_chi2_p": float(chi2.sf(z_thr @ z_thr, z_thr.size)),
         "by_L": by_l, "coarse_L": int(ds.L.values[0]),
         "max_abs_limit_z": limit["max_abs_z"], "share_limit_within_2se": limit["share_within"],
         "thresholds_agree": bool(z_thr.size and np.all(np.abs(z_thr) < AGREE_Z) and none_match),
@@ -179,10 +192,11 @@ def phrases(stats) -> dict[str, str]:
     """The page's plain-text verdict, which the chapter quotes too: ``verdict``."""
     bound = f"within {AGREE_Z:g} standard errors"
     return {"verdict": verdict([
-        (stats["thresholds_agree"], f"every measured threshold agrees with the formula {bound} "
-         f"(the largest deviation is {stats['max_abs_threshold_z']:.1f}), and where the formula "
-         "has none, none is measured", f"not every measured threshold agrees with the formula "
-         f"{bound}"),
+        (stats["thresholds_agree"], f"all {stats['n_thresholds']} measured thresholds are "
+         f"consistent with the formula, each {bound} (the largest deviation is "
+         f"{stats['max_abs_threshold_z']:.1f}; all together, chi-square p = "
+         f"{stats['threshold_chi2_p']:.2f}), and where the formula has none, none is measured",
+         f"not every measured threshold lies {bound} of the formula"),
         (stats["threshold_falls_with_r"], "in each dimension shown the threshold falls as the "
          "block grows", "the measured threshold does not fall steadily with r in every "
          "dimension shown")])}
@@ -217,6 +231,7 @@ def plot(ds):
 
     from ...style import palette
 
+    ds = with_roots(ds)
     fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.2), height_ratios=(1.15, 1))
     d_show = int(ds.d.values[0])
     coarse, fine = (int(v) for v in ds.L.values)

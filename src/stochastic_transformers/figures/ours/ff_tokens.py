@@ -85,7 +85,8 @@ def summary(ds) -> dict:
     block; ``even_block_no_pairs`` (no antipodal pair under an even-part block) with the
     least one-cluster share there; the odd block's two-proportion z over r = 0, their
     Stouffer combination and ``odd_block_more_pairs`` (:data:`ODD_COMBINED_Z`,
-    :data:`ODD_AGAINST_Z`)."""
+    :data:`ODD_AGAINST_Z`); at the largest beta, per (N, arm shown) with splits, the largest
+    balanced share and the least z of its distance below one half (``top_*``)."""
     r_block = float(ds.r.max())
     out = {"r": r_block, "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
            "L": int(knob_attr(ds, "L")), "rows": {}}
@@ -102,6 +103,13 @@ def summary(ds) -> dict:
                 row[a] = float(sub.p_antipodal_pair)
                 row[f"{a}_balanced"] = float(sub.balanced_share)
             out["rows"][f"{int(n)}_{float(beta):g}"] = row
+    top = ds.sel(beta=ds.beta.max())  # per (N, arm shown): balanced share, z below one half
+    share = top.balanced_share.where((top.r > 0) | (top.activation == acts[0])).values
+    ok, n = np.isfinite(share), top.split_counts.sum("split").values
+    below = (0.5 - share[ok]) * 2 * np.sqrt(n[ok])
+    out.update(top_beta=float(top.beta), top_n_settings=int(ok.sum()),
+               top_balanced_max=float(share[ok].max()) if ok.any() else float("nan"),
+               top_unbalanced_min_z=float(below.min()) if ok.any() else float("nan"))
     blocked = ds.sel(r=r_block)
     if even:
         out["even_pairs"] = int(blocked.n_antipodal_pair.sel(activation=even).sum())

@@ -16,6 +16,7 @@ where the step (:func:`stochastic_transformers.theory.hybrid_step_size`) is not 
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import xarray as xr
@@ -115,8 +116,10 @@ def run(knobs, sweeps):
                    seed=knobs["seed"])
             for k, L in enumerate(knobs["Ls"])]
     ds = xr.concat(maps, dim="L", combine_attrs="override")
-    # the first map's attributes, but every count and time summed over the maps
+    # the first map's attributes, but every count and time summed, and grid_L and parameters
+    params = [json.loads(m.attrs.get("parameters", "{}")) for m in maps]
     ds.attrs.update(fixed_n_traj=knobs["n_traj"], deep_n_traj=knobs["deep_n_traj"],
+                    grid_L=[int(L) for L in knobs["Ls"]], parameters=json.dumps(params),
                     **summed_attrs(maps))
     ds = add_outcome_fractions(ds, OUTCOMES)
     beta_chk, eps_chk = knobs["check_point"]
