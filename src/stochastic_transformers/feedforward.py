@@ -466,7 +466,9 @@ def coefficients(z, beta, d, r, activation, m1=1, m2=1, attention="softmax", sig
     attention : {"softmax", "unnormalized"}
     sigma : float > 0
 
-    Returns ``(drift, diffusion_squared)``, floats or arrays shaped like ``z``.
+    Returns
+    -------
+    (drift, diffusion_squared) : floats or arrays shaped like ``z``
     """
     z = check_real_array("z", z, -1.0, 1.0)
     beta, d, r, activation, m1, m2, attention, sigma = _check_model(

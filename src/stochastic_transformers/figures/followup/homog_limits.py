@@ -195,9 +195,12 @@ def phrases(stats) -> dict:
             else "Not reproduced")
     verdict = (f"**{word}**: the measured limit is the predicted one in "
                f"{stats['n_definite_agree']} of the {stats['n_definite']} cells with a definite "
-               f"prediction (a candidate fits within {Z_FIT:g} s.e. at the deepest $L$, or with a "
-               f"distance that falls faster than $L^{{-{SLOPE_MIN:g}}}$; each rule Bonferroni-"
-               f"controlled at 5% over {N_TESTS} cell-candidate pairs)")
+               f"prediction (a candidate fits when its distance at the deepest $L$ is not "
+               f"resolved from zero, within {Z_FIT:g} s.e., or falls faster than "
+               f"$L^{{-{SLOPE_MIN:g}}}$; Bonferroni over {N_TESTS} cell-candidate pairs guards "
+               "against rejecting a true limit, not against accepting a wrong one, so a fit by "
+               "the first rule says only that the run cannot tell the candidate from the "
+               "chain)")
     where = [", ".join(f"({r['gamma']:g}, {r['nu']:g})" for r in stats[key])
              for key in ("by_elimination", "sde_within_bias")]
     verdict += (f"; at $(\\gamma, \\nu)$ = {where[0]} only because no candidate fits"

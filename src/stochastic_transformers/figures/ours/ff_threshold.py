@@ -162,7 +162,7 @@ def summary(ds) -> dict:
     deviations from the limit's at each depth scale and extrapolated; ``thresholds_agree``
     (every z within :data:`AGREE_Z`, and no measured threshold where the theory has none), the
     chi-square p of all z together and ``threshold_falls_with_r`` (:func:`_falls_with_r`)."""
-    from scipy.stats import chi2
+    from scipy.stats import chi2, norm
 
     ds = with_roots(ds)
     rows = {f"{int(d)}_{float(r):g}": {k: float(ds[v].sel(d=d, r=r)) for k, v in (
@@ -176,12 +176,16 @@ def summary(ds) -> dict:
         by_l[int(L)] = {"mean_bias": float((ds.exponent - ds.exponent_theory).sel(L=L).mean()),
                         "max_abs_z": digest["max_abs_z"], "share_within_2se": digest["share_within"]}
     limit = z_digest(ds.z_score_limit.values)
+    zl = ds.z_score_limit.values[np.isfinite(ds.z_score_limit.values)]
     return {
         "thresholds": rows,
         "max_abs_threshold_z": float(np.abs(z_thr).max()) if z_thr.size else float("nan"),
         "n_thresholds": int(z_thr.size), "threshold_chi2_p": float(chi2.sf(z_thr @ z_thr, z_thr.size)),
         "by_L": by_l, "coarse_L": int(ds.L.values[0]),
         "max_abs_limit_z": limit["max_abs_z"], "share_limit_within_2se": limit["share_within"],
+        # All extrapolated points together, and the largest against Bonferroni over them.
+        "n_limit": int(zl.size), "limit_chi2_p": float(chi2.sf(zl @ zl, zl.size)),
+        "limit_max_bonferroni_p": float(min(1.0, zl.size * 2 * norm.sf(np.abs(zl).max()))),
         "thresholds_agree": bool(z_thr.size and np.all(np.abs(z_thr) < AGREE_Z) and none_match),
         "threshold_falls_with_r": _falls_with_r(ds),
         "n_traj": int(ds.n_traj.values.max()), "T": float(knob_attr(ds, "T")),
