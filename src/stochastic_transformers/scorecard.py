@@ -430,25 +430,26 @@ def rows(results=None, summaries=None) -> list[dict]:
 
 
 def table(evaluated: list[dict], paper: str, *, link=None) -> str:
-    """The rows of one paper as a Markdown table: result, claim, verdict, evidence, page.
-    ``link(page) -> text`` writes the page column (default: the document name)."""
+    """The rows of one paper as a Markdown table: result, claim, verdict, decisive number.
+    ``link(page, text)`` links a result to its page (default: the page named after it)."""
     from .figures.words import markdown_table
 
-    link = link or (lambda page: page or "—")
+    link = link or (lambda page, text: f"{text} ({page})")
     return markdown_table(
-        ["result", "claim", "verdict", "decisive number", "page"],
-        [[r["label"], r["claim"], r["verdict"], r["evidence"], link(r["page"])]
-         for r in evaluated if r["paper"] == paper])
+        ["result", "claim", "verdict", "decisive number"],
+        [[link(r["page"], r["label"]) if r["page"] else r["label"], r["claim"], r["verdict"],
+          r["evidence"]] for r in evaluated if r["paper"] == paper])
 
 
-def link(page: str | None) -> str:
+def link(page: str | None, text: str | None = None) -> str:
     """A Markdown link to ``page`` from a page of ``notebooks/``, to its source (the book
     shows ``notebooks/X.md`` executed as ``X.ipynb``; a chapter is ``book/Y.md``), which
-    the book resolves to the page."""
+    the book resolves to the page; ``text`` is the link's text, by default the page's name."""
     if not page:
         return "—"
     folder, name = page.split("/", 1)
-    return f"[{name}]({name}.ipynb)" if folder == "notebooks" else f"[{name}](../{page}.md)"
+    text = text or name
+    return f"[{text}]({name}.ipynb)" if folder == "notebooks" else f"[{text}](../{page}.md)"
 
 
 def counts(evaluated: list[dict]) -> dict[str, dict[str, int]]:

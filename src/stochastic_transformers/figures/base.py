@@ -125,12 +125,10 @@ _MISSING = object()
 def knob_attr(ds, name: str, default=_MISSING):
     """The value of knob ``name`` recorded in a figure dataset's attributes.
 
-    One meaning for every figure: a knob that a sweep held fixed is the attribute
-    ``fixed_<name>`` that :func:`stochastic_transformers.sweep.run_sweep` writes (the
-    sweep's own record of what every cell ran with).  Datasets written before every
-    module read that name (universality, fig9 and thm1 also wrote the knob under its
-    plain name) are read through the plain name as a fallback.  Without either, return
-    ``default`` or raise a KeyError naming both.
+    A knob a sweep held fixed is the attribute ``fixed_<name>`` that
+    :func:`stochastic_transformers.sweep.run_sweep` writes; older datasets (universality,
+    fig9, thm1) are read through the plain name.  Without either, return ``default`` or
+    raise a KeyError naming both.
     """
     for key in (f"fixed_{name}", name):
         if key in ds.attrs:

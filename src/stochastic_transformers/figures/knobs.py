@@ -1,12 +1,10 @@
 """Knobs: the settings of a figure, their checks and the ``--set key=value`` text.
 
-A figure declares its scales (smoke, quick, paper: one dict of knobs each) and a schema
-``{knob: check}`` for the knobs that are its own.  :func:`resolve_scale` applies the shared
-checks (:data:`KNOB_CHECKS`) and then the schema to every knob of a scale, overridden or
-not, before anything is computed, so that a bad knob raises a ValueError naming it and
-its allowed range.  The check factories (:func:`integer`, :func:`reals`,
-:func:`whole_layers`, ...) build the entries of a schema; :func:`parse_settings` reads
-the command line's ``--set``.
+:func:`resolve_scale` applies the shared checks (:data:`KNOB_CHECKS`), then a figure's
+schema ``{knob: check}``, to every knob of a scale before anything is computed: a bad knob
+raises a ValueError naming it and its range.  The check factories (:func:`integer`,
+:func:`reals`, :func:`whole_layers`, ...) build a schema's entries; :func:`parse_settings`
+reads ``--set``.
 """
 
 from __future__ import annotations

@@ -10,15 +10,10 @@ and verdict its page quotes) and ``plot`` - and ends with the declaration, e.g. 
         fixed=("n_traj", "L", "T", "attention", "tol", "stop_level"),
         work=trajectory_layer_work("d", "betas"))
 
-(:meth:`Figure.declared` takes ``SCALES``, ``cell``, ``finish``, ``SECONDS_PER_WORK``,
-``summary`` and ``plot`` from the module by their names.)
-
-What every figure does the same way is written here once: the knobs are checked before
-any compute (:meth:`Figure.knobs`), the sweep runs under the name ``ID-scale`` with the
-scale's scheduler and a cache key that folds in ``cell_version`` (:meth:`Figure.sweep`),
-the dataset records its scale and figure (:meth:`Figure.compute`), the cost of a scale is
-projected from the measured rate (:meth:`Figure.cost`), and a page shows the committed
-result when there is one (:meth:`Figure.obtain`).  The registry of figures is the explicit
+What every figure does the same way is written here once: knob checks before any compute
+(:meth:`Figure.knobs`), the sweep's name, scheduler and cache key (:class:`Sweeps`), the
+dataset's provenance (:meth:`Figure.compute`), the projected cost (:meth:`Figure.cost`) and
+the committed result a page shows (:meth:`Figure.obtain`).  The registry is the explicit
 list in :mod:`stochastic_transformers.figures`.
 """
 
@@ -40,10 +35,8 @@ __all__ = ["Figure", "SOURCES", "CONVENTIONAL_NAMES", "projected_cost", "default
 SOURCES = ("paper", "followup", "ours")
 
 #: The module-level names that :meth:`Figure.declared` reads, by the field each fills.
-CONVENTIONAL_NAMES = {"scales": "SCALES", "cell": "cell", "run": "run", "finish": "finish",
-                      "work": "work", "measured_work": "measured_work",
-                      "seconds_per_work": "SECONDS_PER_WORK", "summary": "summary",
-                      "plot": "plot"}
+CONVENTIONAL_NAMES = {"scales": "SCALES", "seconds_per_work": "SECONDS_PER_WORK", **{
+    name: name for name in ("cell", "run", "finish", "work", "measured_work", "summary", "plot")}}
 
 
 def default_scheduler(scale: str, scheduler):
