@@ -344,8 +344,8 @@ RESULTS: tuple[Result, ...] = (
            "dominates", page=_NB + "homog_regimes", figure="homog_regimes",
            judge=_judge_homog_table),
     Result(_F, "Table (Section 2.3)", "data regimes: simplex → scalar ODE (Thm 2), hemisphere → "
-           "logistic (Thm 3), mean field → slow motion (Thm 4)", page=_NB + "homog_scaling", figure="homog_scaling",
-           judge=_judge_homog_data_table),
+           "logistic (Thm 3), mean field → slow motion (Thm 4)", page=_NB + "homog_scaling",
+           figure="homog_scaling", judge=_judge_homog_data_table),
     Result(_F, "Figure 1", "the map of depth limits: ODE I, ODE II, SDE, noise",
            page=_NB + "homog_limits", figure="homog_limits", judge=_judge_homog_fig1),
     Result(_F, "Figure 2", "in the simplex regime sharp attention slows γ(t)",
