@@ -17,6 +17,7 @@ from scipy import stats
 from stochastic_transformers import ModelConfig, RunConfig, simulate
 from stochastic_transformers.random_attention import limits
 from stochastic_transformers.figures import homog_limits
+from stochastic_transformers.stats import log_log_slope, t_equivalent
 
 Z = 4.5
 ALPHA = 1e-4
@@ -245,8 +246,8 @@ def test_the_turning_group_gathers_turns_and_starts_in_the_upper_hemisphere():
 
 def test_expected_labels_follow_the_corollaries():
     e = limits.expected_limit
-    assert [e(0.75, -1), e(0.5, -1), e(0.4, -0.5), e(0.3, -1), e(0.6, 0), e(0.4, 0.5)] == \
-        ["ode1", "ode2", "ode2", "none", "sde", "noise"]
+    assert [e(0.75, -1), e(0.5, -1), e(0.4, -0.5), e(0.3, -1), e(0.6, 0), e(0.3, 0),
+            e(0.4, 0.5)] == ["ode1", "ode2", "ode2", "none", "sde", "open", "noise"]
 
 
 def test_labels_are_the_first_fitting_candidate(tmp_path):
@@ -261,8 +262,11 @@ def test_labels_are_the_first_fitting_candidate(tmp_path):
             assert str(cell.label.values) == want
             deep = cell.isel(L=-1)
             for c in homog_limits.CANDIDATES:
+                _, _, chi2 = log_log_slope(cell.L.values, np.maximum(cell[f"dist_{c}"].values, 1e-300),
+                                           np.maximum(cell[f"dist_{c}_se"].values, 1e-300))
+                crit = homog_limits.Z_SLOPE if chi2 <= 1 else t_equivalent(homog_limits.Z_SLOPE, cell.L.size - 2)
                 rule = (float(deep[f"dist_{c}"]) <= homog_limits.Z_FIT * float(deep[f"dist_{c}_se"])
-                        or float(cell[f"slope_{c}"]) + homog_limits.Z_SLOPE
+                        or float(cell[f"slope_{c}"]) + crit
                         * float(cell[f"slope_{c}_se"]) < -homog_limits.SLOPE_MIN)
                 assert bool(cell[f"fits_{c}"]) == rule
     s = homog_limits.summary(ds)
@@ -270,15 +274,16 @@ def test_labels_are_the_first_fitting_candidate(tmp_path):
 
 
 def _map(sde_z, substeps):
-    """A constructed 2 x 2 map: (0.3, -1) where nothing fits, (0.3, 0) whose SDE distance is
-    sde_z s.e. at every L, (0.6, -1) on ODE I and (0.6, 0) on the SDE."""
+    """A constructed 2 x 2 map: (0.3, -1) where nothing fits, (0.3, 0) on the SDE but with no
+    definite prediction, (0.6, -1) on ODE I and (0.6, 0) whose SDE distance is sde_z s.e. at
+    every L."""
     import xarray as xr
 
     shape, far = (2, 2, 3, 3), np.ones((2, 2, 3, 3))
     chain, se = np.zeros(shape), np.full(shape, 0.01)
     sde, odes = far.copy(), far.copy()
-    sde[0, 1] = sde_z * 0.01 * math.sqrt(2.0)
-    sde[1, 1] = 0.005
+    sde[0, 1] = 0.005
+    sde[1, 1] = sde_z * 0.01 * math.sqrt(2.0)
     ode1 = odes.copy()
     ode1[1, 0] = 0.005
     dims = ("gamma", "nu", "L", "fraction")
@@ -295,13 +300,23 @@ def _map(sde_z, substeps):
 
 def test_map_names_cells_by_elimination_and_within_the_sde_bias():
     s = _map(3.5, substeps=4)             # 3.5 * 4/3 = 4.7 s.e.: beyond Z_FIT
-    assert (s["n_definite"], s["n_definite_agree"]) == (4, 4)
+    assert (s["n_definite"], s["n_definite_agree"]) == (3, 3)
+    assert [(r["gamma"], r["nu"]) for r in s["open"]] == [(0.3, 0.0)]
     assert [(r["gamma"], r["nu"]) for r in s["by_elimination"]] == [(0.3, -1.0)]
-    assert [(r["gamma"], r["nu"]) for r in s["sde_within_bias"]] == [(0.3, 0.0)]
-    assert "possible bias" in homog_limits.phrases(s)["verdict"]
+    assert [(r["gamma"], r["nu"]) for r in s["sde_within_bias"]] == [(0.6, 0.0)]
+    assert "possible bias" in homog_limits.phrases(s)["caveats"]
     s = _map(3.5, substeps=8)             # 3.5 * 8/7 = 4.0 s.e.: within Z_FIT
-    assert s["sde_within_bias"] == [] and "bias" not in homog_limits.phrases(s)["verdict"]
-    assert _map(5.0, substeps=8)["n_definite_agree"] == 3     # the SDE no longer fits
+    assert s["sde_within_bias"] == [] and "bias" not in homog_limits.phrases(s)["caveats"]
+    assert _map(5.0, substeps=8)["n_definite_agree"] == 2     # the SDE no longer fits
+
+
+def test_a_misfit_slope_meets_the_t_quantile_of_its_residual_dof():
+    # one residual dof: the one-sided Bonferroni level of Z_SLOPE is cot(pi p) for Cauchy's t
+    p = 0.5 * math.erfc(homog_limits.Z_SLOPE / math.sqrt(2.0))
+    assert t_equivalent(homog_limits.Z_SLOPE, 1) == pytest.approx(1 / math.tan(math.pi * p),
+                                                                   rel=1e-9)
+    assert t_equivalent(homog_limits.Z_SLOPE, 10_000) == pytest.approx(homog_limits.Z_SLOPE,
+                                                                        rel=1e-3)
 
 
 def test_segments_must_divide_the_depth():
@@ -383,7 +398,7 @@ def test_noise_and_rate_pages_compute_at_smoke(tmp_path):
 
 
 def test_order_fit_recovers_a_power():
-    from stochastic_transformers.stats import log_log_slope
+    from stochastic_transformers.stats import log_log_slope, t_equivalent
 
     eta = 2.0 ** -np.arange(3, 9)
     order, se, _ = log_log_slope(eta, 0.3 * eta ** 2)
@@ -530,7 +545,7 @@ def test_bad_knobs_and_scales_are_named():
 
 
 def test_log_log_slope_weighted_unweighted_and_inflated():
-    from stochastic_transformers.stats import log_log_slope
+    from stochastic_transformers.stats import log_log_slope, t_equivalent
 
     x = np.array([1.0, 2.0, 4.0, 8.0])
     slope, se, chi2 = log_log_slope(x, 3.0 * x ** 1.5)

@@ -61,10 +61,10 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "book/random_attention_noise.md": {
         "0.33": _CHECKED, "0.37": _CHECKED,
-        "0.35": "sqrt(2T/d) at T = 1, d = 16, a closed form (also the literal-matrix value, "
-                "checked by the test)",
+        "0.35": "sqrt(2T/d) at T = 1, d = 16, a closed form",
         "0.06": "T/d at T = 1, d = 16, a closed form",
-        "-0.355": _CHECKED, "-0.370": _CHECKED, "-0.374": _CHECKED,
+        "-0.355": _CHECKED, "-0.370": _CHECKED, "-0.374": _CHECKED, "0.0003": _CHECKED,
+        "-0.372": _CHECKED, "0.014": _CHECKED,
         "-0.375": "-(R - R^3) at R = 0.5, a closed form",
         "-0.19": _CHECKED,
     },

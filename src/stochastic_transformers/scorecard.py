@@ -205,8 +205,8 @@ def _judge_homog_cor2(s):
     # Corollary 2 is the ballistic limit, ODE I: judged on the cells gamma > 1/2, nu < 0 only.
     cells = [c for c in s["cells"] if c["gamma"] > 0.5 and c["nu"] < 0]
     ode1 = sum(c["label"] == "ode1" for c in cells)
-    others = sorted({c["label"].upper().replace("ODE", "ODE ") for c in cells
-                     if c["label"] != "ode1"})
+    others = sorted({c["label"].upper().replace("ODE1", "ODE I").replace("ODE2", "ODE II")
+                     for c in cells if c["label"] != "ode1"})
     return (VERDICTS[0] if ode1 == len(cells) else VERDICTS[1] if ode1 else VERDICTS[2],
             f"ODE I fits {ode1} of the {len(cells)} ballistic cells (γ > 1/2, ν < 0)"
             + (f"; the others: {', '.join(others)}" if others else ""))

@@ -53,6 +53,15 @@ def normal_quantile(level: float = 0.95) -> float:
     return statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
+def t_equivalent(z: float, dof: int) -> float:
+    """Student's t quantile with ``dof`` degrees of freedom at the one-sided tail that the
+    normal quantile ``z`` has: the same level when a standard error is estimated from
+    ``dof`` residuals (a misfit-inflated fit) instead of known."""
+    from scipy.stats import norm, t
+
+    return float(t.isf(norm.sf(check_real("z", z)), max(int(dof), 1)))
+
+
 def _counts_pair(k, n) -> tuple[np.ndarray, np.ndarray]:
     """Validated, broadcast ``(k, n)`` with ``0 <= k <= n``."""
     k_arr = check_count_array("k", k)

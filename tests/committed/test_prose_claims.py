@@ -319,8 +319,8 @@ def test_one_gaussian_matrix_expansion():
 def test_product_of_two_gaussian_matrices_doubles_the_correction():
     """E<Ax/|Ax|, Ay/|Ay|> = R - (R - R^3)/d + O(d^-2) for A = W W'^T.
 
-    (1) Literal 16 x 16 matrices, 100,000 draws: d (E - R) within 4 standard errors of the
-    precise value below (-0.355) and more than 8 standard errors from the single-matrix
+    (1) Literal 16 x 16 matrices, 100,000 draws: d (E - R) = -0.372 +- 0.014, within 4 standard
+    errors of the precise value below (-0.355) and more than 8 standard errors from the single-matrix
     -0.19.  (2) E phi_d(R') over the cosine R' of W'^T x, W'^T y (the conditional expectation
     given W'), with R' as control variate (E R' = phi_d(R) exactly), 50,000 draws: -0.355,
     -0.370, -0.374 at d = 16, 64, 256 (within 0.002), converging to -(R - R^3) = -0.375 like
@@ -335,7 +335,7 @@ def test_product_of_two_gaussian_matrices_doubles_the_correction():
         est = k * _phi(R, d) + resid.mean()
         se = resid.std() / math.sqrt(rp.size)
         precise[d] = d * (est - R)
-        assert d * se < 1e-3
+        assert d * se < 3e-4                                   # the page: below 0.0003
         assert precise[d] == pytest.approx(quoted, abs=0.002)
         assert abs(precise[d] + (R - R**3)) < 0.4 / d
     d, n = 16, 100_000
@@ -355,7 +355,7 @@ def test_product_of_two_gaussian_matrices_doubles_the_correction():
     lit, se = d * (vals.mean() - R), d * vals.std() / math.sqrt(n)
     assert abs(lit - precise[16]) < 4 * se, (lit, se)
     assert abs(lit - d * (_phi(R, d) - R)) > 8 * se
-    assert lit == pytest.approx(-0.35, abs=0.05)
+    assert (round(lit, 3), round(se, 3)) == (-0.372, 0.014)   # as the page quotes them
 
 
 def test_slow_motion_drift_constant_from_the_overlap_proposition():

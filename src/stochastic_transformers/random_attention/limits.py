@@ -341,14 +341,16 @@ def phase(x):
 def expected_limit(gamma, nu):
     r"""The limit the follow-up's corollaries give for :math:`\eta = L^{-\gamma}` and noise
     :math:`t_L\alpha = L^{\nu}` (our reading of their map): ``"noise"`` (noise dominates) for
-    :math:`\nu > 0`, ``"sde"`` at :math:`\nu = 0`, and for :math:`\nu < 0` the ballistic
+    :math:`\nu > 0`, ``"sde"`` at :math:`\nu = 0` and :math:`\gamma > 1/3` (``"open"``, no
+    definite prediction, at :math:`\gamma \le 1/3`, where the neglected :math:`O(\eta^2)`
+    drift is not small), and for :math:`\nu < 0` the ballistic
     ``"ode1"`` when :math:`\gamma > 1/2`, the modified ``"ode2"`` when
     :math:`1/3 < \gamma \le 1/2`, ``"none"`` below (beyond the modified equation)."""
     gamma, nu = check_real("gamma", gamma), check_real("nu", nu)
     if nu > 0:
         return "noise"
     if nu == 0:
-        return "sde"
+        return "sde" if gamma > 1.0 / 3.0 else "open"
     if gamma > 0.5:
         return "ode1"
     return "ode2" if gamma > 1.0 / 3.0 else "none"

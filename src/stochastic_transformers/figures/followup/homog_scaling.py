@@ -257,8 +257,7 @@ FIGURE = Figure.declared(
     globals(), "homog_scaling", source="followup",
     description="random keys and queries: the collapse time as N grows with beta on the "
                 "follow-up's scalings (hemisphere beta ~ d^-1/2, simplex beta^2 N / d fixed)",
-    # dims last but Ns: each d must give a schedule (t_max, n_layers, n_times) and exceed
-    # every N
+    # dims last but Ns: each d must give a schedule (t_max, n_layers, n_times), exceed every N
     schema={"b": real(0.0, 20.0), "kappa": real(0.0, 100.0, strict_min=True),
             "gamma0": real(0.0, 0.45), "t_max": real(0.0, 200.0, strict_min=True),
             "n_times": integer(3, 201), "n_layers": integer(1), "n_traj": integer(2),
