@@ -13,8 +13,7 @@ from pathlib import Path
 
 from .._validation import SCALE_NAMES, check_choice
 from .followup import (homog_laws, homog_limits, homog_logistic, homog_meet, homog_noise,
-                       homog_rate, homog_regimes, homog_scaling, homog_simplex,
-                       homog_slow_motion)
+                       homog_rate, homog_regimes, homog_scaling, homog_simplex, homog_slow_motion)
 from .base import load_committed
 from .knobs import parse_settings
 from .ours import clusters, ff_pairs, ff_threshold, ff_tokens

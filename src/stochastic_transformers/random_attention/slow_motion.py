@@ -74,13 +74,16 @@ def resultant_length(kappa, d):
     kappa = np.asarray(kappa, dtype=float)
     nu = d / 2.0
     with np.errstate(invalid="ignore", divide="ignore", under="ignore"):
-        ratio = special.ive(nu, kappa) / special.ive(nu - 1.0, kappa)
+        below = special.ive(nu - 1.0, kappa)
+        out = np.atleast_1d(special.ive(nu, kappa) / below)
+        bad = ~(np.isfinite(out) & (np.atleast_1d(below) > 1e-280))
+        small = np.atleast_1d(kappa)[bad]
         # I_nu / I_(nu-1) = 1 / (2 nu / kappa + 1 / (2 (nu + 1) / kappa + ...))
-        tail = np.zeros_like(kappa)
+        tail = np.zeros_like(small)
         for k in range(200, -1, -1):
-            tail = 1.0 / (2.0 * (nu + k) / kappa + tail)
-    good = np.isfinite(ratio) & (special.ive(nu - 1.0, kappa) > 1e-280)
-    return np.where(kappa == 0.0, 0.0, np.where(good, ratio, tail))
+            tail = 1.0 / (2.0 * (nu + k) / small + tail)
+    out[bad] = tail
+    return np.where(kappa == 0.0, 0.0, out.reshape(kappa.shape))
 
 
 def slow_drift_constant(c_xy, c_xx, r, d):
