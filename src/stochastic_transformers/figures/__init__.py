@@ -17,7 +17,8 @@ from .followup import (homog_laws, homog_limits, homog_logistic, homog_meet, hom
 from .base import load_committed
 from .knobs import parse_settings
 from .ours import clusters, ff_pairs, ff_threshold, ff_tokens
-from .paper import fig1, fig2, fig3, fig4, fig6, fig7, fig8, fig9, overlap, thm1, universality
+from .paper import (fig1, fig2, fig3, fig4, fig6, fig7, fig8, fig9, overlap, persistence_long, thm1,
+                    universality)
 from .spec import Figure
 
 __all__ = ["FIGURES", "Figure", "SCALE_NAMES", "get", "load_committed", "obtain",
@@ -25,7 +26,7 @@ __all__ = ["FIGURES", "Figure", "SCALE_NAMES", "get", "load_committed", "obtain"
 
 #: Every figure by id, in the book's order.
 FIGURES: dict[str, Figure] = {module.FIGURE.id: module.FIGURE for module in (
-    fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, fig8, fig9,
+    fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, persistence_long, fig8, fig9,
     ff_pairs, ff_threshold, ff_tokens, thm1, universality,
     homog_regimes, homog_meet, homog_logistic, homog_simplex, homog_limits, homog_rate,
     homog_noise, homog_scaling, homog_laws, homog_slow_motion)}

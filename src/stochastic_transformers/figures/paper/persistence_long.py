@@ -1,0 +1,224 @@
+r"""The paper's conjecture after Figure 7: antipodal structure of N >= 3 tokens is stable, not
+merely metastable.  Tested at horizons where the two-cluster theory says it is decided.
+
+Exact splits (:math:`m_1` tokens at one point, :math:`m_2` at its antipode, on the weighted
+two-cluster chain) and uniform starts (Figure 7's set-up) run to :math:`T = 10^4`, recorded on
+a logarithmic grid.  Per split the surviving fraction (still antipodal) is set against the
+Kolmogorov solution of the two-cluster diffusion (:func:`two_clusters.antipodal_persistence`),
+and its decay rate over the last decade of time is fitted with its interval: a split is
+*metastable* where the rate is positive beyond the interval, *stable on this horizon* where
+the interval's upper end is below ``RATE_BOUND`` (a lifetime above ten horizons).  Uniform
+starts are followed split by split (the share of each minority size over time).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import two_clusters
+from ...stats import normal_quantile, weighted_least_squares
+from ..base import laid_out, log_time_grid
+from ..knobs import integer, real, reals, sequence_of
+from ..spec import Figure
+from ..words import markdown_table
+from . import fig7
+from ..ours import clusters
+
+_BASE = dict(splits=("1,2", "1,3", "2,2"), betas=(4.0, 8.0), n_tokens=4, d=4, L=100,
+             one_plus_z0=1e-4, tol=1e-3, seed=0)
+SCALES = {
+    "smoke": dict(_BASE, splits=("1,2", "2,2"), betas=(4.0,), n_traj=40, L=20, T=50.0,
+                  t_min=1.0, n_times=10),
+    "quick": dict(_BASE, n_traj=100, T=1000.0, t_min=1.0, n_times=20),
+    "paper": dict(_BASE, n_traj=500, T=10_000.0, t_min=1.0, n_times=30),
+}
+#: Seconds per trajectory-layer (splits and uniform starts together), measured on the
+#: committed paper run.
+SECONDS_PER_WORK = 3e-7
+#: The fitted window: the last decade of time, [T / 10, T].
+WINDOW = 10.0
+#: "Stable on this horizon": the rate's upper end below one over ten horizons.
+RATE_BOUND_HORIZONS = 10.0
+#: Two-sided level for the rate's interval, Bonferroni over the splits, betas and uniform
+#: shares judged.
+LEVEL = 0.95
+
+
+def run(knobs, sweeps):
+    """Two sweeps on one log time grid: the splits (``clusters.cell``) and the uniform starts
+    (``fig7.cell``); then the Kolmogorov prediction of every split (``predicted``)."""
+    times = [float(x) for x in log_time_grid(knobs["T"], knobs["L"], knobs["n_times"],
+                                             t_min=knobs["t_min"])]
+    common = {k: knobs[k] for k in ("n_traj", "L", "T", "d", "tol")}
+    splits = sweeps({"split": list(knobs["splits"]), "beta_index": list(range(len(knobs["betas"])))},
+                    part="splits", cell=clusters.cell, seed=knobs["seed"],
+                    fixed={**common, "times": times, "attention": "softmax",
+                           "betas_softmax": list(knobs["betas"]), "betas_unnormalized": [],
+                           "one_plus_z0": knobs["one_plus_z0"]},
+                    output_dims={"n_antipodal": ("time",), "median_depth": ("time",)},
+                    output_coords={"time": times})
+    splits = splits.drop_vars("beta").assign_coords(beta_index=list(knobs["betas"])).rename(
+        beta_index="beta")
+    uniform = sweeps({"beta": list(knobs["betas"])}, part="uniform", cell=fig7.cell,
+                     seed=knobs["seed"] + 1,
+                     fixed={**common, "times": times, "n_tokens": knobs["n_tokens"],
+                            "attention": "softmax"},
+                     output_dims={**{v: ("time",) for v in fig7._PER_TIME},
+                                  **{v: ("time", "minority") for v in fig7._PER_SPLIT}},
+                     output_coords={"time": times, "minority": list(
+                         range(1, knobs["n_tokens"] // 2 + 1))})
+    ds = splits[["n_antipodal"]].rename(n_antipodal="n_split_antipodal")
+    ds["n_split_traj"] = splits.n_traj
+    for name in ("n_antipodal_pair", "n_split"):
+        ds[f"uniform_{name}"] = uniform[name]
+    ds["uniform_n_traj"] = uniform.n_traj
+    pred = np.empty((ds.sizes["split"], ds.sizes["beta"], ds.sizes["time"]))
+    for i, s in enumerate(ds.split.values):
+        for j, b in enumerate(ds.beta.values):
+            pred[i, j] = two_clusters.antipodal_persistence(
+                np.asarray(times), knobs["one_plus_z0"], float(b), knobs["d"],
+                *clusters.parse_split(s), tol=knobs["tol"])[0][:, 0]
+    ds["predicted"] = (("split", "beta", "time"), pred)
+    ds.attrs.update({f"fixed_{k}": v for k, v in knobs.items() if np.isscalar(v)})
+    ds.attrs["cell_time_s"] = float(splits.attrs["cell_time_s"]) + float(uniform.attrs[
+        "cell_time_s"])
+    return ds
+
+
+def work(knobs) -> float:
+    """Trajectory-layers of the splits and the uniform starts."""
+    return float(knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"])
+                 * (len(knobs["splits"]) + 1))
+
+
+def measured_work(ds):
+    """(seconds of simulation, trajectory-layers)."""
+    return float(ds.attrs["cell_time_s"]), work({
+        "n_traj": int(ds.n_split_traj.max()), "L": ds.attrs["fixed_L"],
+        "T": ds.attrs["fixed_T"], "betas": ds.beta.values, "splits": ds.split.values})
+
+
+def tail_rate(times, counts, n, t_from):
+    """Decay rate of a surviving count over ``times >= t_from``: a weighted straight line in
+    ``log(count / n)`` (delta-method weights ``count n / (n - count)``, a count of 0 or n
+    read as 0.5 away), ``(rate, se)`` with the se inflated by the misfit."""
+    t = np.asarray(times, dtype=float)
+    keep = t >= t_from
+    k = np.clip(np.asarray(counts, dtype=float)[keep], 0.5, n - 0.5)
+    se = np.sqrt((n - k) / (k * n))
+    X = np.stack([np.ones(keep.sum()), t[keep]], axis=1)
+    c, cov, chi2 = weighted_least_squares(X, np.log(k / n), se)
+    dof = max(keep.sum() - 2, 1)
+    return float(-c[1]), float(math.sqrt(cov[1, 1] * max(1.0, chi2 / dof)))
+
+
+def _label(rate, se, z, bound):
+    if rate - z * se > 0:
+        return "metastable"
+    return "stable on this horizon" if rate + z * se < bound else "undecided"
+
+
+def summary(ds) -> dict:
+    """Per split and beta: the surviving fraction at T, its fitted tail rate with s.e.,
+    the theory's rate on the same window, the label, and the largest |z| of the counts
+    against the Kolmogorov prediction; per beta the uniform starts' split shares."""
+    T, n_traj = float(ds.time.max()), int(ds.n_split_traj.max())
+    t_from, bound = T / WINDOW, 1.0 / (RATE_BOUND_HORIZONS * T)
+    n_judged = ds.sizes["split"] * ds.sizes["beta"] + ds.sizes["beta"] * ds.sizes["minority"]
+    z = normal_quantile(1.0 - (1.0 - LEVEL) / n_judged)
+    t = ds.time.values
+    rows = []
+    for s in ds.split.values:
+        for b in ds.beta.values:
+            sub = ds.sel(split=s, beta=b)
+            n = int(sub.n_split_traj)
+            count, pred = sub.n_split_antipodal.values, sub.predicted.values
+            rate, se = tail_rate(t, count, n, t_from)
+            late = t >= t_from
+            theory = -np.polyfit(t[late], np.log(np.maximum(pred[late], 1e-300)), 1)[0]
+            zs = (count - n * pred) / np.sqrt(np.maximum(n * pred * (1 - pred), 0.25))
+            rows.append(dict(split=str(s), beta=float(b), final=float(count[-1] / n),
+                             predicted_final=float(pred[-1]), rate=rate, rate_se=se,
+                             theory_rate=float(theory), label=_label(rate, se, z, bound),
+                             max_abs_z=float(np.abs(zs).max())))
+    uniform = []
+    for b in ds.beta.values:
+        sub = ds.sel(beta=b)
+        n = int(sub.uniform_n_traj)
+        for m in ds.minority.values:
+            count = sub.uniform_n_split.sel(minority=m).values
+            rate, se = tail_rate(t, count, n, t_from)
+            uniform.append(dict(beta=float(b), minority=int(m), share_T=float(count[-1] / n),
+                                share_early=float(count[np.searchsorted(t, t_from)] / n),
+                                rate=rate, rate_se=se, label=_label(rate, se, z, bound)))
+    return {"rows": rows, "uniform": uniform, "T": T, "t_from": t_from, "rate_bound": bound,
+            "z_level": z, "n_judged": n_judged, "n_traj": n_traj,
+            "n_metastable": sum(r["label"] == "metastable" for r in rows),
+            "unbalanced_metastable": [f"{r['split']} at beta {r['beta']:g}" for r in rows
+                                      if r["label"] == "metastable"
+                                      and len(set(r["split"].split(","))) > 1],
+            "balanced_stable": all(r["label"] == "stable on this horizon" for r in rows
+                                   if len(set(r["split"].split(","))) == 1)}
+
+
+def phrases(stats) -> dict:
+    """The verdict on the conjecture, per split, and the table of rates."""
+    meta = [r for r in stats["rows"] if r["label"] == "metastable"]
+    word = "Not supported" if meta else "Consistent with the conjecture"
+    verdict = (f"**{word}** on this horizon: " + (
+        "the splits " + ", ".join(f"{r['split']} at $\\beta$ = {r['beta']:g}" for r in meta)
+        + " lose their antipodal structure at a positive rate (the interval excludes 0), as "
+        "the two-cluster theory predicts; " if meta else "") + (
+        "balanced splits stay" if stats["balanced_stable"] else "balanced splits do not all "
+        "stay") + f" (rate below {stats['rate_bound']:.0e} per unit time).")
+    rows = [[r["split"].replace(",", "–"), f"{r['beta']:g}", f"{r['final']:.3f}",
+             f"{r['predicted_final']:.3f}", f"{r['rate']:.2e} ± {r['rate_se']:.1e}",
+             f"{r['theory_rate']:.2e}", r["label"], f"{r['max_abs_z']:.1f}"]
+            for r in stats["rows"]]
+    table = markdown_table(("split", "β", "antipodal at T", "theory", "tail rate",
+                            "theory's rate", "label", "largest deviation (s.e.)"), rows)
+    return {"verdict": verdict, "table": table}
+
+
+def plot(ds):
+    """(a) surviving fraction of each split against time, the theory dashed; (b) uniform
+    starts: share of each split against time."""
+    import matplotlib.pyplot as plt
+
+    from ...style import palette
+
+    fig, (ax, axu) = plt.subplots(2, 1, figsize=(7.0, 7.4))
+    colours = palette(ds.sizes["split"] * ds.sizes["beta"])
+    for colour, (s, b) in zip(colours, [(s, b) for b in ds.beta.values for s in ds.split.values]):
+        sub = ds.sel(split=s, beta=b)
+        n = float(sub.n_split_traj)
+        frac = sub.n_split_antipodal / n
+        se = np.sqrt(np.maximum(frac * (1 - frac), 1.0 / n) / n)
+        ax.errorbar(ds.time, frac, yerr=2 * se, fmt="o", ms=3, color=colour, capsize=1.5,
+                    lw=0.8, label=f"split {s.replace(',', '–')}, β = {b:g}")
+        ax.plot(ds.time, sub.predicted, color=colour, ls="--", lw=1)
+    ax.set(xscale="log", xlabel="time t", ylabel="fraction still antipodal",
+           title="(a) exact splits (dashed: two-cluster diffusion)")
+    ax.legend(ncol=2, loc="lower left")
+    for colour, b in zip(palette(ds.sizes["beta"]), ds.beta.values):
+        sub = ds.sel(beta=b)
+        for m, mk in zip(ds.minority.values, "o^sv"):
+            axu.plot(ds.time, sub.uniform_n_split.sel(minority=m) / sub.uniform_n_traj,
+                     marker=mk, ms=3, color=colour, lw=1,
+                     label=f"β = {b:g}, split {m}–{int(ds.attrs['fixed_n_tokens']) - m}")
+    axu.set(xscale="log", xlabel="time t", ylabel="share of trajectories",
+            title=f"(b) {int(ds.attrs['fixed_n_tokens'])} tokens from a uniform start")
+    axu.legend(ncol=2, loc="best")
+    return laid_out(fig)
+
+
+FIGURE = Figure.declared(
+    globals(), "persistence_long", source="paper",
+    description="the conjecture after Figure 7: antipodal splits followed to T = 10^4, decay "
+                "rates against the two-cluster diffusion",
+    schema={"splits": sequence_of(clusters._split), "betas": reals(0.0, 20.0, strict_min=True),
+            "one_plus_z0": real(0.0, 2.0, strict_min=True), "t_min": real(0.0, strict_min=True),
+            "n_times": integer(4)})
+compute, cost = FIGURE.compute, FIGURE.cost
