@@ -132,6 +132,18 @@ def _judge_fig7(s):
                      f"T; flat at {len(flat)} of {len(rows)} β")
 
 
+def _judge_conjecture(s):
+    # The conjecture holds at a beta where no split is metastable (its interval above 0).
+    betas = sorted({r["beta"] for r in s["rows"]})
+    holds = [b for b in betas if not any(r["label"] == "metastable" for r in s["rows"]
+                                         if r["beta"] == b)]
+    meta = [f"{r['split'].replace(',', '–')} at β = {r['beta']:g} ({r['rate']:.1e}/unit time)"
+            for r in s["rows"] if r["label"] == "metastable"]
+    return (_word([b in holds for b in betas]),
+            f"T = {s['T']:g}: no split decays at β = {', '.join(f'{b:g}' for b in holds) or '–'}"
+            + (f"; metastable: {', '.join(meta)}" if meta else ""))
+
+
 def _judge_fig8(s):
     return (_word([s["settled_early"], s["flat"], s["agrees_with_theory"]]),
             f"unclustered ≤ {s['settle_level']:.0%} from t = {s['max_settle']:.3g} "
@@ -328,6 +340,9 @@ RESULTS: tuple[Result, ...] = (
            "fig6_antipodal_pairs", figure="fig6", judge=_judge_fig6),
     Result(_P, "Figure 7", "the fraction with antipodal structure stays stable after "
            "clustering", page=_NB + "fig7_persistence", figure="fig7", judge=_judge_fig7),
+    Result(_P, "Conjecture (Section 6)", "antipodal structure of N ≥ 3 tokens is stable, "
+           "not merely metastable", page=_NB + "persistence_long", figure="persistence_long",
+           judge=_judge_conjecture),
     Result(_P, "Figure 8", "the two-token outcome does not depend on the horizon",
            page=_NB + "fig8_horizons", figure="fig8", judge=_judge_fig8),
     Result(_P, "Figure 9", "stochastic model: comparable speed at small β, faster and not "

@@ -154,6 +154,7 @@ def summary(ds) -> dict:
                                 share_early=float(count[np.searchsorted(t, t_from)] / n),
                                 rate=rate, rate_se=se, label=_label(rate, se, z, bound)))
     return {"rows": rows, "uniform": uniform, "T": T, "t_from": t_from, "rate_bound": bound,
+            "n_tokens": int(ds.attrs["fixed_n_tokens"]),
             "z_level": z, "n_judged": n_judged, "n_traj": n_traj,
             "n_metastable": sum(r["label"] == "metastable" for r in rows),
             "unbalanced_metastable": [f"{r['split']} at beta {r['beta']:g}" for r in rows
@@ -163,23 +164,36 @@ def summary(ds) -> dict:
                                    if len(set(r["split"].split(","))) == 1)}
 
 
+def _pm(rate, se):
+    """``rate ± se`` in the se's power of ten (a rate far below its se reads as 0.0)."""
+    e = math.floor(math.log10(se)) if se > 0 else 0
+    return f"({rate / 10**e:.1f} ± {se / 10**e:.1f})e{e}"
+
+
 def phrases(stats) -> dict:
-    """The verdict on the conjecture, per split, and the table of rates."""
+    """The verdict on the conjecture, the uniform starts, and the table of rates."""
     meta = [r for r in stats["rows"] if r["label"] == "metastable"]
     word = "Not supported" if meta else "Consistent with the conjecture"
     verdict = (f"**{word}** on this horizon: " + (
-        "the splits " + ", ".join(f"{r['split']} at $\\beta$ = {r['beta']:g}" for r in meta)
-        + " lose their antipodal structure at a positive rate (the interval excludes 0), as "
-        "the two-cluster theory predicts; " if meta else "") + (
+        "the unbalanced splits " + ", ".join(f"{r['split'].replace(',', '–')} at $\\beta$ = "
+                                             f"{r['beta']:g}" for r in meta)
+        + " lose their antipodal structure at a positive rate, the one the two-cluster theory "
+        "predicts; " if meta else "") + (
         "balanced splits stay" if stats["balanced_stable"] else "balanced splits do not all "
         "stay") + f" (rate below {stats['rate_bound']:.0e} per unit time).")
+    uniform = "; ".join(
+        f"at $\\beta$ = {u['beta']:g} the {u['minority']}–{stats['n_tokens'] - u['minority']} "
+        f"split holds {u['share_early']:.0%} of the runs at $t$ = {stats['t_from']:g} and "
+        f"{u['share_T']:.0%} at $T$" + (f", leaving at rate {_pm(u['rate'], u['rate_se'])}"
+                                       if u["label"] == "metastable" else "")
+        for u in stats["uniform"])
     rows = [[r["split"].replace(",", "–"), f"{r['beta']:g}", f"{r['final']:.3f}",
-             f"{r['predicted_final']:.3f}", f"{r['rate']:.2e} ± {r['rate_se']:.1e}",
-             f"{r['theory_rate']:.2e}", r["label"], f"{r['max_abs_z']:.1f}"]
+             f"{r['predicted_final']:.3f}", _pm(r["rate"], r["rate_se"]),
+             f"{r['theory_rate']:.1e}", r["label"], f"{r['max_abs_z']:.1f}"]
             for r in stats["rows"]]
     table = markdown_table(("split", "β", "antipodal at T", "theory", "tail rate",
                             "theory's rate", "label", "largest deviation (s.e.)"), rows)
-    return {"verdict": verdict, "table": table}
+    return {"verdict": verdict, "uniform": uniform + ".", "table": table}
 
 
 def plot(ds):
