@@ -62,7 +62,19 @@ def gaussian_cosine_mean(r, d):
     {}_2F_1(\frac12, \frac12; \frac d2 + 1; r^2)`."""
     r = np.asarray(r, dtype=float)
     c = math.exp(special.gammaln((d + 1) / 2) - special.gammaln(d / 2))
-    return (2.0 / d) * c * c * r * special.hyp2f1(0.5, 0.5, d / 2 + 1, r * r)
+    f = np.atleast_1d(special.hyp2f1(0.5, 0.5, d / 2 + 1, r * r))
+    bad = ~np.isfinite(f)
+    if bad.any():
+        # scipy returns nan for large d and r^2 near 1; the series converges fast there
+        z, term = np.atleast_1d(r * r)[bad], np.ones(int(bad.sum()))
+        total = term.copy()
+        for k in range(20_000):
+            term = term * (0.5 + k) ** 2 / ((d / 2 + 1 + k) * (k + 1)) * z
+            total += term
+            if np.all(term < 1e-17 * total):
+                break
+        f[bad] = total
+    return (2.0 / d) * c * c * r * f.reshape(np.shape(r))
 
 
 def resultant_length(kappa, d):
