@@ -133,15 +133,16 @@ def _judge_fig7(s):
 
 
 def _judge_conjecture(s):
-    # The conjecture holds at a beta where no split is metastable (its interval above 0).
-    betas = sorted({r["beta"] for r in s["rows"]})
-    holds = [b for b in betas if not any(r["label"] == "metastable" for r in s["rows"]
-                                         if r["beta"] == b)]
-    meta = [f"{r['split'].replace(',', '–')} at β = {r['beta']:g} ({r['rate']:.1e}/unit time)"
-            for r in s["rows"] if r["label"] == "metastable"]
-    return (_word([b in holds for b in betas]),
-            f"T = {s['T']:g}: no split decays at β = {', '.join(f'{b:g}' for b in holds) or '–'}"
-            + (f"; metastable: {', '.join(meta)}" if meta else ""))
+    # The page's word: disputed where some N has no lasting antipodal state at some beta.
+    from .figures.paper.persistence_long import verdict_word
+
+    meta = [f"{r['split'].replace(',', '–')} at β = {r['beta']:g}" for r in s["rows"]
+            if r["label"] == "metastable"]
+    return (verdict_word(s).lower(),
+            f"T = {s['T']:g}: leave at a positive rate (two-cluster theory's, within "
+            f"{s['max_z_theory']:.1f} s.e.): {', '.join(meta) or 'none'}; balanced splits "
+            + ("stay" if s["balanced_stable"] else "do not all stay") + "; no decay detected "
+            f"where ≤ {s['max_expected_quiet']:.1f} exits were expected")
 
 
 def _judge_fig8(s):
@@ -288,6 +289,16 @@ def _judge_homog_thm4(s):
             "law not tested")
 
 
+def _judge_homog_prop4(s):
+    late = [r for r in s["rows"] if r["t"] > 0]
+    return (_word([s["common_as_1_over_n"], s["independent_slower"]]),
+            "two systems on common weights: energy distance ∝ n^("
+            + ", ".join(f"{r['common_slope']:.2f}" for r in late) + f") at t = "
+            + ", ".join(f"{r['t']:g}" for r in late) + "; on independent weights n^("
+            + ", ".join(f"{r['independent_slope']:.2f}" for r in late) + "); the SPDE itself "
+            "not solved")
+
+
 def _judge_homog_laplace(s):
     # Step 1's concentration, on a uniform sea only: the constant's distance to its beta =
     # infinity value must fall at every step of beta at the largest d.  The lemma's general
@@ -418,8 +429,8 @@ RESULTS: tuple[Result, ...] = (
     Result(_F, "Proposition 3", "its conditional law solves the stochastic Fokker–Planck "
            "equation", verdict="not yet tested", evidence="a proof step; nothing simulated"),
     Result(_F, "Proposition 4", "mean-field limit of the particle system as n → ∞",
-           verdict="not yet tested",
-           evidence="would need the empirical measure at growing n against the SPDE"),
+           page=_NB + "homog_mean_field", figure="homog_mean_field",
+           judge=_judge_homog_prop4),
     Result(_F, "Proposition 5", "the SDE on (S^{d-1})^n has a unique global strong solution",
            verdict="not yet tested", evidence="a standard result; nothing simulated"),
     Result(_F, "Lemma 1", "regularity of the drift b and the noise G; the noise bound α",
