@@ -291,7 +291,7 @@ def _judge_homog_thm4(s):
 
 def _judge_homog_prop4(s):
     late = [r for r in s["rows"] if r["t"] > 0]
-    return (_word([s["common_as_1_over_n"], s["independent_slower"]]),
+    return (VERDICTS[0] if s["separates"] else VERDICTS[2],
             "two systems on common weights: energy distance ∝ n^("
             + ", ".join(f"{r['common_slope']:.2f}" for r in late) + f") at t = "
             + ", ".join(f"{r['t']:g}" for r in late) + "; on independent weights n^("
