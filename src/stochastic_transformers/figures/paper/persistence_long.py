@@ -260,13 +260,15 @@ def plot(ds):
     from ...style import palette
 
     fig, (ax, axu) = plt.subplots(2, 1, figsize=(7.0, 7.4))
-    colours = palette(ds.sizes["split"] * ds.sizes["beta"])
-    for colour, (s, b) in zip(colours, [(s, b) for b in ds.beta.values for s in ds.split.values]):
+    colours = dict(zip(ds.split.values, palette(ds.sizes["split"])))   # colour: split
+    markers = dict(zip(ds.beta.values, "o^sDv"))                          # marker: beta
+    for s, b in [(s, b) for b in ds.beta.values for s in ds.split.values]:
+        colour = colours[s]
         sub = ds.sel(split=s, beta=b)
         n = float(sub.n_split_traj)
         frac = sub.n_split_antipodal / n
         se = np.sqrt(np.maximum(frac * (1 - frac), 1.0 / n) / n)
-        ax.errorbar(ds.time, frac, yerr=2 * se, fmt="o", ms=3, color=colour, capsize=1.5,
+        ax.errorbar(ds.time, frac, yerr=2 * se, fmt=markers[b], ms=3, color=colour, capsize=1.5,
                     lw=0.8, label=f"split {s.replace(',', '–')}, β = {b:g}")
         ax.plot(ds.time, sub.predicted, color=colour, ls="--", lw=1)
     ax.set(xscale="log", xlabel="time t", ylabel="fraction still antipodal",
