@@ -290,13 +290,15 @@ def _judge_homog_thm4(s):
 
 
 def _judge_homog_prop4(s):
-    late = [r for r in s["rows"] if r["t"] > 0]
-    return (VERDICTS[0] if s["separates"] else VERDICTS[2],
-            "two systems on common weights: energy distance ∝ n^("
-            + ", ".join(f"{r['common_slope']:.2f}" for r in late) + f") at t = "
-            + ", ".join(f"{r['t']:g}" for r in late) + "; on independent weights n^("
-            + ", ".join(f"{r['independent_slope']:.2f}" for r in late) + "); the SPDE itself "
-            "not solved")
+    # The page's word: the common floor vanishes and the independent one stays, at every t.
+    from .figures.followup.homog_mean_field import verdict_word
+
+    return (verdict_word(s).lower(),
+            "discrete chain (η = " + f"{s['eta']:g}): two systems on common weights, floor of "
+            "the energy distance in n consistent with 0 at t = "
+            + (", ".join(f"{t:g}" for t in s["vanishes_at"]) or "none") + "; on independent "
+            "weights positive at t = " + (", ".join(f"{t:g}" for t in s["stays_at"]) or "none")
+            + "; the SPDE and the step → 0 not tested")
 
 
 def _judge_homog_laplace(s):
