@@ -25,7 +25,7 @@ FIGURES = ROOT / "figures"
 #: issue asks for adds its own module's lines (and a registry line), and no more (the
 #: decisive experiments).
 MAX_FIGURE_FILE_LINES = 400
-NEW_FIGURE_LINES = {"homog_slow_motion": 294, "persistence_long": 297, "homog_mean_field": 221}
+NEW_FIGURE_LINES = {"homog_slow_motion": 294, "persistence_long": 297, "homog_mean_field": 224}
 MAX_FIGURE_LAYER_LINES = 8_530 + sum(NEW_FIGURE_LINES.values())
 
 

@@ -201,7 +201,10 @@ def plot(ds):
     ax.plot(n, ref, color="0.4", ls=":", lw=1, label="1/n")
     ax.plot([], [], "o", color="0.3", label="common weights")
     ax.plot([], [], "o", color="0.3", mfc="white", label="independent weights")
-    ax.set(xscale="log", yscale="log", xlabel="tokens n",
+    ax.set_xscale("log")
+    ax.set_xticks(n, [str(v) for v in n], minor=False)
+    ax.set_xticks([], minor=True)
+    ax.set(yscale="log", xlabel="tokens n",
            ylabel="squared energy distance of the two systems",
            title=f"two systems from independent uniform starts, d = {int(ds.attrs['fixed_d'])}, "
                  f"β = {float(ds.attrs['fixed_beta']):g}")
