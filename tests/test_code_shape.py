@@ -22,10 +22,10 @@ FIGURES = ROOT / "figures"
 #: that the claims' audit added: misfit-inflated and multiple-comparison-controlled counts,
 #: an unbiased threshold fit, calibrated agreement shares).  The target of 6,000 lines needs
 #: pages that quote fewer numbers: lower the cap as the layer shrinks.  A new figure that an
-#: issue asks for adds its own module's lines (and a registry line), and no more (the
+#: experiment needs adds its own module's lines (and a registry line), and no more (the
 #: decisive experiments).
 MAX_FIGURE_FILE_LINES = 400
-NEW_FIGURE_LINES = {"homog_slow_motion": 294, "persistence_long": 297, "homog_mean_field": 224}
+NEW_FIGURE_LINES = {"homog_slow_motion": 294, "persistence_long": 263, "homog_mean_field": 215}
 MAX_FIGURE_LAYER_LINES = 8_530 + sum(NEW_FIGURE_LINES.values())
 
 

@@ -767,3 +767,48 @@ def difference_z(a, se_a, b, se_b) -> float:
     :math:`(a - b)/\sqrt{\text{se}_a^2 + \text{se}_b^2}`; 0 when both standard errors are 0."""
     se = math.hypot(se_a, se_b)
     return (a - b) / se if se > 0 else 0.0
+
+
+def exit_rate(times, counts, t_from, z):
+    r"""Exit rate of a surviving count over ``times >= t_from``, with its interval at ``z``.
+
+    Between successive recorded times a survivor leaves with probability
+    :math:`1 - e^{-\lambda\Delta t}`, so the drops :math:`D_i` are binomial in the previous
+    count; :math:`\hat\lambda` maximises that grouped-exponential likelihood and its Fisher
+    information gives the s.e. (counts from the same trajectories are not independent, but
+    the drops given the past are).  With no drop the rate is 0 and the upper end is the
+    one-sided Poisson bound :math:`-\log(p)/E` for the exposure :math:`E = \sum N_{i-1}\Delta t_i`.
+    Returns ``(rate, low, high, exits)``."""
+    from scipy import optimize
+    from scipy.stats import norm
+
+    t = np.asarray(times, dtype=float)
+    keep = t >= t_from
+    if keep.sum() < 2:
+        raise ValueError("the fitted window needs at least two recorded times")
+    n_ = np.asarray(counts, dtype=float)[keep]
+    dt, before = np.diff(t[keep]), n_[:-1]
+    drops = np.maximum(before - n_[1:], 0.0)
+    exits, exposure = float(drops.sum()), float(np.sum(before * dt))
+    if exits == 0 or exposure == 0:
+        return 0.0, 0.0, -math.log(norm.sf(z)) / max(exposure, 1e-300), exits
+
+    def nll(log_rate):
+        lam = math.exp(log_rate)
+        return -float(np.sum(drops * np.log(-np.expm1(-lam * dt)) - (before - drops) * lam * dt))
+
+    guess = math.log(exits / exposure)
+    lam = math.exp(optimize.minimize_scalar(nll, bracket=(guess - 1, guess + 1)).x)
+    q = np.exp(-lam * dt)
+    info = float(np.sum(before * dt * dt * q / (1.0 - q)))
+    se = 1.0 / math.sqrt(info)
+    return lam, max(lam - z * se, 0.0), lam + z * se, exits
+
+
+def energy_distance(a, b):
+    r"""Squared energy distance of the empirical measures of ``a`` and ``b`` (..., n, d), per
+    leading index: :math:`2E|X - Y| - E|X - X'| - E|Y - Y'|` over all pairs (chords)."""
+    def mean_dist(x, y):
+        g = np.einsum("...id,...jd->...ij", x, y)
+        return np.sqrt(np.maximum(2.0 - 2.0 * g, 0.0)).mean(axis=(-2, -1))
+    return 2.0 * mean_dist(a, b) - mean_dist(a, a) - mean_dist(b, b)

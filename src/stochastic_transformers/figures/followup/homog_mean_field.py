@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import simulate
 from ...config import ModelConfig, RunConfig
-from ...stats import log_log_slope, normal_quantile, weighted_least_squares
+from ...stats import energy_distance, log_log_slope, normal_quantile, weighted_least_squares
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
@@ -39,15 +39,6 @@ LEVEL = 0.95
 def _uniform(rng, shape):
     x = rng.standard_normal(shape)
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def energy_distance(a, b):
-    r"""Squared energy distance of the empirical measures of ``a`` and ``b`` (..., n, d), per
-    leading index: :math:`2E|X - Y| - E|X - X'| - E|Y - Y'|` over all pairs (chords)."""
-    def mean_dist(x, y):
-        g = np.einsum("...id,...jd->...ij", x, y)
-        return np.sqrt(np.maximum(2.0 - 2.0 * g, 0.0)).mean(axis=(-2, -1))
-    return 2.0 * mean_dist(a, b) - mean_dist(a, a) - mean_dist(b, b)
 
 
 def _check_segments(knobs):

@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from ... import two_clusters
-from ...stats import normal_quantile, weighted_least_squares
+from ...stats import exit_rate as tail_rate  # noqa: F401 (the page's name for it)
+from ...stats import normal_quantile
 from ..base import laid_out, log_time_grid
 from ..knobs import integer, real, reals, sequence_of
 from ..spec import Figure
@@ -98,41 +99,6 @@ def measured_work(ds):
     return float(ds.attrs["cell_time_s"]), work({
         "n_traj": int(ds.n_split_traj.max()), "L": ds.attrs["fixed_L"],
         "T": ds.attrs["fixed_T"], "betas": ds.beta.values, "splits": ds.split.values})
-
-
-def tail_rate(times, counts, t_from, z):
-    r"""Exit rate of a surviving count over ``times >= t_from``, with its interval at ``z``.
-
-    Between successive recorded times a survivor leaves with probability
-    :math:`1 - e^{-\lambda\Delta t}`, so the drops :math:`D_i` are binomial in the previous
-    count; :math:`\hat\lambda` maximises that grouped-exponential likelihood and its Fisher
-    information gives the s.e. (counts from the same trajectories are not independent, but
-    the drops given the past are).  With no drop the rate is 0 and the upper end is the
-    one-sided Poisson bound :math:`-\log(p)/E` for the exposure :math:`E = \sum N_{i-1}\Delta t_i`.
-    Returns ``(rate, low, high, exits)``."""
-    from scipy import optimize, stats
-
-    t = np.asarray(times, dtype=float)
-    keep = t >= t_from
-    if keep.sum() < 2:
-        raise ValueError("the fitted window needs at least two recorded times")
-    n_ = np.asarray(counts, dtype=float)[keep]
-    dt, before = np.diff(t[keep]), n_[:-1]
-    drops = np.maximum(before - n_[1:], 0.0)
-    exits, exposure = float(drops.sum()), float(np.sum(before * dt))
-    if exits == 0 or exposure == 0:
-        return 0.0, 0.0, -math.log(stats.norm.sf(z)) / max(exposure, 1e-300), exits
-
-    def nll(log_rate):
-        lam = math.exp(log_rate)
-        return -float(np.sum(drops * np.log(-np.expm1(-lam * dt)) - (before - drops) * lam * dt))
-
-    guess = math.log(exits / exposure)
-    lam = math.exp(optimize.minimize_scalar(nll, bracket=(guess - 1, guess + 1)).x)
-    q = np.exp(-lam * dt)
-    info = float(np.sum(before * dt * dt * q / (1.0 - q)))
-    se = 1.0 / math.sqrt(info)
-    return lam, max(lam - z * se, 0.0), lam + z * se, exits
 
 
 def _label(low, high, bound):
