@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._validation import SCALE_NAMES, check_choice
-from .followup import (homog_laws, homog_limits, homog_logistic, homog_mean_field, homog_meet,
-                       homog_noise, homog_rate, homog_regimes, homog_scaling, homog_simplex,
-                       homog_slow_motion)
+from .followup import (homog_hemisphere, homog_laws, homog_limits, homog_logistic,
+                       homog_mean_field, homog_meet, homog_noise, homog_rate, homog_regimes,
+                       homog_scaling, homog_simplex, homog_slow_motion)
 from .base import load_committed
 from .knobs import parse_settings
 from .ours import clusters, ff_pairs, ff_threshold, ff_tokens
@@ -29,8 +29,8 @@ __all__ = ["FIGURES", "Figure", "SCALE_NAMES", "get", "load_committed", "obtain"
 FIGURES: dict[str, Figure] = {module.FIGURE.id: module.FIGURE for module in (
     fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, persistence_long, fig8, fig9,
     ff_pairs, ff_threshold, ff_tokens, thm1, universality,
-    homog_regimes, homog_meet, homog_logistic, homog_simplex, homog_limits, homog_rate,
-    homog_noise, homog_scaling, homog_laws, homog_slow_motion, homog_mean_field)}
+    homog_regimes, homog_meet, homog_logistic, homog_hemisphere, homog_simplex, homog_limits,
+    homog_rate, homog_noise, homog_scaling, homog_laws, homog_slow_motion, homog_mean_field)}
 
 
 def get(fig_id: str) -> Figure:

@@ -539,7 +539,7 @@ def logistic_floor(b, n_tokens, t_max, *, n_samples=100_000, n_batches=10, seed=
 
 
 # --------------------------------------------------------------------- the simplex start
-__all__ += ["simplex_tokens", "logistic_half_time"]
+__all__ += ["simplex_tokens", "hemisphere_tokens", "logistic_half_time"]
 
 
 def simplex_tokens(n_tokens, d, gamma0):
@@ -548,6 +548,25 @@ def simplex_tokens(n_tokens, d, gamma0):
     x = np.zeros((n_tokens, d))
     x[:, 0] = math.sqrt(gamma0)
     x[np.arange(n_tokens), np.arange(1, n_tokens + 1)] = math.sqrt(1.0 - gamma0)
+    return x
+
+
+def hemisphere_tokens(n_tokens, d):
+    r"""A fixed start in the open hemisphere :math:`\{x_1 > 0\}` that is no simplex (the
+    follow-up's hemisphere regime): token i at height :math:`h_i = (i - \frac12)/N` on the
+    first axis, :math:`x_i = h_i e_1 + \sqrt{1-h_i^2}\,v_i`, :math:`v_i` uniform on the unit
+    sphere of :math:`e_1^\perp` (drawn with the seed ``(n_tokens, d)``, so one configuration
+    per d).  Every token is in the hemisphere, at every d; as d grows the :math:`v_i` become
+    orthogonal and the overlaps tend to :math:`h_ih_j` (about 0.004 to 0.82 for N = 8:
+    unequal, so no simplex), with fluctuations of order :math:`d^{-1/2}` (some are negative
+    at small d)."""
+    n_tokens, d = check_int("n_tokens", n_tokens, 2), check_int("d", d, 3)
+    v = np.random.default_rng([n_tokens, d]).standard_normal((n_tokens, d))
+    v[:, 0] = 0.0
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    h = (np.arange(1, n_tokens + 1) - 0.5) / n_tokens
+    x = np.sqrt(1.0 - h**2)[:, None] * v
+    x[:, 0] = h
     return x
 
 

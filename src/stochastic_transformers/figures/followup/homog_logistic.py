@@ -8,6 +8,8 @@ its martingale part has :math:`O(1)` quadratic variation per unit :math:`\tau`, 
 :math:`t = d\tau` the mean of m is logistic up to :math:`O(1/d)`, each trajectory up to
 :math:`O(d^{-1/2})`; with :math:`\eta = L^{-1/2}`, H = 1, :math:`\tau = T = t_{\max}/d`.  At a
 fixed b > 0 the gap levels off at a floor of order :math:`b^4` (book/random_attention.md).
+The start is uniform, or a fixed configuration in a hemisphere (:func:`hemisphere_tokens`,
+figure ``homog_hemisphere``).
 """
 
 from __future__ import annotations
@@ -19,16 +21,19 @@ import numpy as np
 
 from ... import simulate
 from ...config import ModelConfig, RunConfig
-from ...random_attention.homogenized import logistic, logistic_floor
+from ...random_attention.homogenized import hemisphere_tokens, logistic, logistic_floor
 from ..base import cell_threads, laid_out
-from ..knobs import all_of, integers
+from ..knobs import all_of, choice, integers
 from ..spec import Figure
 from ..words import listed
 from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_panel, gap_table,
                     measured_work, on_schedule, refinement_summary, schedule, with_refinement,
                     work)
 
-_BASE = dict(n_tokens=8, bs=(0.0, 0.5, 1.0), t_max=6.0, n_layers=300, n_times=31, seed=0)
+_BASE = dict(n_tokens=8, bs=(0.0, 0.5, 1.0), t_max=6.0, n_layers=300, n_times=31,
+             start="uniform", seed=0)
+#: The starts: i.i.d. uniform tokens, or one fixed configuration in a hemisphere.
+STARTS = ("uniform", "hemisphere")
 SCALES = {
     "smoke": dict(_BASE, d=(8, 16), bs=(0.0, 1.0), n_traj=50, n_layers=60, n_times=7),
     "quick": dict(_BASE, d=(8, 32, 128), n_traj=1000),
@@ -46,12 +51,13 @@ FLOOR_BS, FLOOR_SAMPLES = (0.5, 1.0), 100_000
 _OUTPUTS = ("m_mean", "m_q10", "m_q90", "u_mean", "gap_mean", "gap_se")
 
 
-def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed):
+def cell(*, d, b, n_tokens, n_traj, t_max, n_layers, n_times, seed, start="uniform"):
     """One (d, b): mean overlap m(t) of every trajectory on t = d tau, against its logistic."""
     T, L, times = schedule(d, t_max, n_layers, n_times)
+    x0 = hemisphere_tokens(n_tokens, d) if start == "hemisphere" else None
     ds = simulate(ModelConfig(d=d, beta=b / math.sqrt(d), kind="random_attention"),
                   RunConfig(n_tokens=n_tokens, n_traj=n_traj, L=L, T=T, times=times, seed=seed,
-                            n_threads=cell_threads()))
+                            x0=x0, n_threads=cell_threads()))
     m = ds.gram_t.values.mean(axis=(2, 3))                   # (trajectory, time)
     t = times * d
     u = np.array([logistic(t, m0) for m0 in m[:, 0]])            # each from its own m(0)
@@ -66,6 +72,8 @@ def run(knobs, sweeps):
     """The (d, b) sweep and its depth refinement at the largest d and the first b, with
     ``z_gap`` (the mean gap in standard errors) and ``max_abs_gap``."""
     fixed = {k: knobs[k] for k in ("n_tokens", "n_traj", "t_max", "n_layers", "n_times")}
+    if knobs["start"] != "uniform":      # the uniform start keeps the cache keys it had
+        fixed["start"] = knobs["start"]
     ds, refine = clock_sweeps(sweeps, knobs, fixed, _OUTPUTS, refine_b=knobs["bs"][0])
     ds["z_gap"] = ds.gap_mean / ds.gap_se
     ds["max_abs_gap"] = np.abs(ds.gap_mean).max("t")
@@ -122,14 +130,17 @@ def summary(ds) -> dict:
 
 
 def _floor_and_step(ds, out) -> dict:
-    """``out`` with the floor of the gap at fixed b (FLOOR_BS and the largest b > 0) and
+    """``out`` with the floor of the gap at fixed b (uniform start only: FLOOR_BS and the
+    largest b > 0) and
     what it adds to d times the gap over the run's d (``floor_explains_most``: over half of
     b's rise beyond the smallest b's); and ``step``, the step's part of the gap at the refined
     d: the step on the clock t is the same at every d, so, taking its part to be the same too
     (our reading, checked at one d), it adds ``rise`` to d times the gap over the run's d."""
     b_hi, span = out["b"][-1], out["d_max"] - out["d_min"]
     out["floor"], out["floor_rel_2se"] = {}, {}
-    for b in sorted(set(FLOOR_BS) | ({b_hi} if b_hi > 0 else set())):
+    out["start"] = start = ds.attrs.get("fixed_start", "uniform")
+    floor_bs = sorted(set(FLOOR_BS) | ({b_hi} if b_hi > 0 else set()))
+    for b in floor_bs if start == "uniform" else ():
         value, se = floor(float(b), out["n_tokens"], float(ds.attrs["fixed_t_max"]))
         out["floor"][float(b)], out["floor_rel_2se"][float(b)] = value, 2 * se / value
     out["floor_rise"] = {b: v * span for b, v in out["floor"].items()}
@@ -185,8 +196,8 @@ def plot(ds):
         ax.plot(ds.t, sub.u_mean, color=colour, lw=1)
     ax.plot([], [], color="0.3", lw=1, label="logistic $u(t)$ from each $m(0)$")
     ax.set(xlabel=r"$t = d\,\tau$", ylabel=r"mean overlap $m(t)$",
-           title=f"N = {ds.attrs['fixed_n_tokens']}, $\\beta\\sqrt{{d}}$ = {b0:g} "
-                 "(bands: 10-90% of trajectories)")
+           title=f"N = {ds.attrs['fixed_n_tokens']}, $\\beta\\sqrt{{d}}$ = {b0:g}, "
+                 f"{ds.attrs.get('fixed_start', 'uniform')} start (bands: 10-90%)")
     ax.legend(loc="lower right", ncol=2)
     gap_panel(axr, ds, r"$\beta\sqrt{{d}}$ = {:g}", r"$\max_t |E[m(t) - u(t)]|$",
               f"distance to the logistic law ({int(ds.n_traj.max()):,} trajectories a point)")
@@ -201,5 +212,5 @@ FIGURE = Figure.declared(
     globals(), "homog_logistic", source="followup",
     description="random keys and queries, high temperature: the mean overlap against the "
                 "logistic law for d = 8..128 (follow-up's Theorem 3)",
-    schema={**CLOCK_SCHEMA, "d": all_of(integers(3), on_schedule)})
+    schema={**CLOCK_SCHEMA, "start": choice(STARTS), "d": all_of(integers(3), on_schedule)})
 compute, cost = FIGURE.compute, FIGURE.cost
