@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._validation import SCALE_NAMES, check_choice
+from ..style import use_style
 from .followup import (homog_hemisphere, homog_laws, homog_limits, homog_logistic,
                        homog_mean_field, homog_meet, homog_noise, homog_rate, homog_regimes,
                        homog_scaling, homog_simplex, homog_slow_motion)
@@ -81,7 +82,6 @@ def reproduce(fig_id: str, scale: str = "quick", out="out", *, scheduler=None,
     import time
 
     from ..io import load_average, writable_folder, write_netcdf
-    from ..style import use_style
 
     figure = get(fig_id)
     check_choice("scale", scale, SCALE_NAMES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...style import palette
 from ..knobs import integer, real, reals
 from ..words import markdown_table, signed
 
@@ -97,8 +98,6 @@ def gap_panel(ax, ds, label, ylabel, title):
     formats b), the refined point (square) and its extrapolation (star), log-log axes with
     ticks at the simulated d."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     colours = palette(ds.sizes["b"])
     for colour, b in zip(colours, ds.b.values):

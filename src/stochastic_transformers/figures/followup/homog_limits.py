@@ -19,6 +19,7 @@ from ...config import RunConfig
 from ...random_attention.limits import (expected_limit, ode_path, phase, sde_paths,
                                         turning_group, upper_hemisphere_tokens)
 from ...stats import log_log_slope, t_equivalent
+from ...style import palette
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
@@ -274,8 +275,6 @@ def plot(ds):
     """(a) the measured map over the follow-up's boundaries; (b) at the quietest noise, the
     distance to each ODE against depth, one colour per gamma."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.6), height_ratios=(1, 1.1))
     ds = _scored(ds.copy())

@@ -22,6 +22,7 @@ import numpy as np
 from ... import simulate
 from ...config import ModelConfig, RunConfig
 from ...random_attention.homogenized import hemisphere_tokens, logistic, logistic_floor
+from ...style import palette
 from ..base import cell_threads, laid_out
 from ..knobs import all_of, choice, integers
 from ..spec import Figure
@@ -184,8 +185,6 @@ def plot(ds):
     """(top) m(t) at the first b for each d: mean, 10-90% band, logistic; (bottom) the
     largest distance to the logistic law against d, with the depth refinement."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, (ax, axr) = plt.subplots(2, 1, figsize=(7.0, 7.4))
     b0 = ds.b.values[0]

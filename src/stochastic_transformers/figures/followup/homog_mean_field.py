@@ -20,6 +20,7 @@ import numpy as np
 from ... import simulate
 from ...config import ModelConfig, RunConfig
 from ...stats import energy_distance, log_log_slope, normal_quantile, weighted_least_squares
+from ...style import palette
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
@@ -177,8 +178,6 @@ def plot(ds):
     """The squared energy distance against n, common weights (filled) and independent
     (open), one colour per time, bars 2 s.e.; dotted, the 1/n through t = 0."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, ax = plt.subplots(figsize=(7.0, 4.6))
     n = ds.n_tokens.values

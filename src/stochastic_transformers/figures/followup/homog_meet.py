@@ -24,6 +24,7 @@ from ...classification import outcome_counts
 from ...config import configs_from_flat
 from ...random_attention.homogenized import antipodal_attracting, antipodal_by, antipodal_limit
 from ...stats import agreement_z
+from ...style import palette
 from ...theory import critical_beta
 from ..base import add_outcome_fractions, cell_threads, laid_out
 from ..knobs import all_of, integers, reals, whole_layers
@@ -212,8 +213,6 @@ def plot(ds):
     """One panel per d: both models' fractions at T with their limits at T (solid) and at
     infinity (dashed); then the random-key chain's depth refinement, and the legend."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     colours = dict(zip(MODEL_NAMES, palette(2)))
     labels = {"stochastic": "fixed A = I (main paper)",

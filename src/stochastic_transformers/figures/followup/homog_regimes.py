@@ -21,6 +21,7 @@ from ...config import ModelConfig, RunConfig
 from ...random_attention.homogenized import overlap_moments
 from ...random_attention import noise_clock
 from ...stats import log_log_slope, z_digest
+from ...style import palette
 from ..base import cell_threads, laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
@@ -239,8 +240,6 @@ def plot(ds):
     """(top) MSD against depth for each gamma and H, with the limit; (bottom) every cell
     against its clock tau, on the one limit curve, with the regimes shaded."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     colours = palette(ds.sizes["gamma"])
     heads = [int(h) for h in ds.n_heads.values]

@@ -20,6 +20,7 @@ from ... import simulate
 from ...config import ModelConfig, RunConfig
 from ...random_attention.homogenized import logistic_half_time, simplex_path, simplex_tokens
 from ...stats import log_log_slope
+from ...style import palette
 from ..base import cell_threads, laid_out
 from ..knobs import all_of, integer, integers, real
 from ..spec import Figure
@@ -214,8 +215,6 @@ def plot(ds):
     dynamics (dashed at the largest d, dotted below), with the logistic law's."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
-
-    from ...style import palette
 
     fig, axes = plt.subplot_mosaic([["hemisphere", "simplex"], ["half", "half"]],
                                    figsize=(7.6, 7.6))

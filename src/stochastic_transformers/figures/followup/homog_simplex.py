@@ -24,6 +24,7 @@ from ... import simulate
 from ..._validation import check_real
 from ...config import ModelConfig, RunConfig
 from ...random_attention.homogenized import simplex_path, simplex_tokens
+from ...style import palette
 from ..base import cell_threads, laid_out
 from ..knobs import all_of, integer, integers
 from ..spec import Figure
@@ -152,8 +153,6 @@ def plot(ds):
     """(top) gamma(t) at the largest d for each b: simulated mean with 10-90% band, the
     scalar ODE with its MC band; (bottom) the largest gap to the ODE against d."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, (ax, axs) = plt.subplots(2, 1, figsize=(7.0, 7.4))
     big = ds.isel(d=-1)

@@ -19,6 +19,7 @@ import xarray as xr
 
 from ...random_attention.slow_motion import CONSTANTS, mean_field_kernel, sea_kernel
 from ...stats import normal_quantile, weighted_least_squares
+from ...style import palette
 from ..base import laid_out
 from ..knobs import integer, integers, real, reals
 from ..spec import Figure
@@ -244,8 +245,6 @@ def plot(ds):
     against 1/d with the fit, per R; (c, d) finite seas against n at d = 4 and 8, the mean
     field dashed."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.6))
     (ax, axl), seas = axes[0], axes[1]

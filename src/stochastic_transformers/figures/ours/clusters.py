@@ -23,6 +23,7 @@ from ... import simulate, theory, two_clusters
 from ..._validation import ATTENTIONS
 from ...config import ModelConfig, RunConfig
 from ...stats import add_fraction_where, binomial_z
+from ...style import palette
 from ...sweep import summed_attrs
 from ..base import cell_threads, laid_out, log_time_grid
 from ..knobs import integer, real, reals, sequence_of
@@ -326,8 +327,6 @@ def plot(ds, panels=(("softmax", 2.0), ("softmax", 4.0), ("unnormalized", 1.0)))
     """Fraction still antipodal vs time for every split in three (attention, beta) panels,
     with the Kolmogorov predictions; and the hovering depth against (alpha1 - alpha2)^2."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, axes = plt.subplots(2, 2, figsize=(8.0, 6.8))
     colours = dict(zip(ds.split.values, palette(ds.split.size)))

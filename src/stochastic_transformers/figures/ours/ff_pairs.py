@@ -16,6 +16,7 @@ from ...activations import ACTIVATIONS
 from ...classification import outcome_counts
 from ...config import ModelConfig, RunConfig
 from ...stats import poisson_two_sided, z_digest
+from ...style import palette
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import choices, integer, reals
 from ..spec import Figure
@@ -247,8 +248,6 @@ def plot(ds):
     """One panel per activation, P(antipodal at T) against beta for each r (points with 95%
     bands over the limit's curve), and a last panel with the closest approach to -1."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     acts, rs = [str(a) for a in ds.activation.values], ds.r.values
     colours = palette(rs.size)

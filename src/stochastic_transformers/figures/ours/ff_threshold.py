@@ -22,6 +22,7 @@ from ... import feedforward, simulate
 from ...activations import ODD_ACTIVATIONS
 from ...config import RunConfig
 from ...stats import weighted_least_squares, z_digest
+from ...style import palette
 from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
 from ..knobs import all_of, choice, integers, real, whole_layers
 from ..spec import Figure
@@ -232,8 +233,6 @@ def plot(ds):
     depth scale (open markers) and extrapolated (filled, with 2-standard-error bars), over
     the exact ones, one colour per r.  Bottom: beta_c(d, r) against r, theory and measured."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     ds = with_roots(ds)
     fig, (ax, axb) = plt.subplots(2, 1, figsize=(7.2, 8.2), height_ratios=(1.15, 1))

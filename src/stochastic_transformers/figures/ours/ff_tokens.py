@@ -17,6 +17,7 @@ from ...classification import has_antipodal_pair, is_clustered, n_clusters
 from ...config import RunConfig
 from ...simulation import full_method
 from ...stats import two_proportion_z
+from ...style import palette
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import choices, integers
 from ..spec import Figure
@@ -168,8 +169,6 @@ def plot(ds):
     """Top: fraction with an antipodal pair against beta, per N, for the paper's model and
     each block.  Bottom: the sizes of the antipodal splits at the largest beta."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     acts = [str(a) for a in ds.activation.values]
     r_block = float(ds.r.max())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import theory
+from ...style import palette
 from ..words import markdown_table
 
 
@@ -56,8 +57,6 @@ def plot_collapse(ax, ds, title):
     """The antipodal fraction against eps / eps_c at every depth scale (solid the deepest,
     dashed the others; band: 95%) for five betas, with the limit's step at 1; returns the
     legend's handles and labels (drawn below the panel by the caller)."""
-    from ...style import palette
-
     Ls, betas = ds.L.values, ds.beta.values
     ratio = ds.epsilon.values[None, :] / ds.epsilon_c.values[:, None]
     shown = np.linspace(0, betas.size - 1, min(5, betas.size)).astype(int)

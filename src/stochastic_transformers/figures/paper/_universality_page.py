@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...style import palette
 from ..base import knob_attr, laid_out
 from ..words import markdown_table, signed
 
@@ -112,8 +113,6 @@ def plot(ds, reference):
     """(a) P(antipodal) vs beta per law with the limit curve; (b) deviation from
     ``reference``, the limit at T; (c) convergence in L at one beta; stacked."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     laws = [str(v) for v in ds["values"].values]
     colours, markers = dict(zip(NAMES, palette(3))), dict(zip(NAMES, "os^"))

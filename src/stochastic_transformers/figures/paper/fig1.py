@@ -26,6 +26,7 @@ import xarray as xr
 
 from ..._validation import check_real
 from ...attention import attention_paths_last, tangent_projection
+from ...style import palette
 from ..base import laid_out
 from ..knobs import integer, real
 from ..spec import Figure
@@ -190,8 +191,6 @@ def phrases(stats) -> dict[str, str]:
 def plot(ds):
     """Left: the unnormalised field as arrows on the circle; right: its tangent projection."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     arrow_c, rest_c, token_c = (palette(10)[i] for i in (0, 2, 3))
     x = ds.position.values

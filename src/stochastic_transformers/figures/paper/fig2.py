@@ -21,6 +21,7 @@ import xarray as xr
 
 from ...stats import paired_comparison, t_interval
 from ..._validation import check_int
+from ...style import palette
 from ..knobs import choices, integer
 from ..spec import Figure
 from ..words import markdown_table
@@ -337,8 +338,6 @@ def plot(ds: xr.Dataset, small: xr.Dataset | None = None):
     seed pair, the mean and its 95% interval."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-
-    from ...style import palette
 
     colors = dict(zip(INITS, palette(2)))
     shown = [r for r in (ds, small) if r is not None]

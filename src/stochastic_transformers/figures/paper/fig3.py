@@ -19,6 +19,7 @@ from ... import simulate, theory
 from ...classification import outcome_counts
 from ...config import ModelConfig, RunConfig
 from ...stats import agreement_z, z_digest
+from ...style import palette
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
 from ..knobs import integers
 from ..spec import Figure
@@ -158,8 +159,6 @@ def phrases(stats) -> dict:
 def plot(ds):
     """P(antipodal) vs beta, one colour per d: points with 95% bands, exact curve, beta_c."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     d_vals = ds.d.values
     colours = palette(len(d_vals))

@@ -25,6 +25,7 @@ from ... import sde, simulate, theory
 from ..._validation import check_real
 from ...classification import outcome_counts
 from ...config import ModelConfig, RunConfig
+from ...style import palette
 from ...sweep import summed_attrs
 from ..base import add_outcome_fractions, cell_threads, laid_out, sweep_seconds
 from ..knobs import all_of, integer, integers, real, reals, whole_layers
@@ -334,8 +335,6 @@ def plot(ds):
     """Phase diagrams at every L in rows of two (circled: the :func:`reference_cells`) with
     their legend, then the collapse onto eps / eps_c and the depth check."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     colours = palette(10)[3], palette(10)[0]   # single cluster, antipodal pair
     Ls, letters = ds.L.values, "abcdefgh"

@@ -24,6 +24,7 @@ from ... import simulate, theory
 from ...classification import has_antipodal_pair, is_clustered, n_clusters
 from ...config import ModelConfig, RunConfig
 from ...stats import add_fraction, count_z, z_digest
+from ...style import palette
 from ..base import add_outcome_fractions, cell_threads, laid_out, trajectory_layer_work
 from ..knobs import integer, integers, reals
 from ..spec import Figure
@@ -307,8 +308,6 @@ def plot(ds):
     number of clusters; stacked for the page's column."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-
-    from ...style import palette
 
     splits = "n_balanced" in ds
     fig = plt.figure(figsize=(7.0, 9.2 if splits else 6.4))

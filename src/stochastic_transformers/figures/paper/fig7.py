@@ -22,6 +22,7 @@ from ... import simulate, theory, two_clusters
 from ...classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ...config import ModelConfig, RunConfig
 from ...stats import add_fraction_where, count_z, z_digest
+from ...style import palette
 from ..base import (add_outcome_fractions, cell_threads, laid_out, load_committed, log_time_grid,
                     trajectory_layer_work)
 from ..knobs import integer, real, reals
@@ -337,8 +338,6 @@ def plot(ds):
     settled; (c) the two-group configurations by the size of the smaller group; (d) the
     merged splits against the two-cluster diffusion."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     t, n_tok, styles = ds.time.values, int(ds.attrs["fixed_n_tokens"]), ["-", "--", ":", "-."]
     fig, axes = plt.subplots(2, 2, figsize=(8.0, 6.6), sharex=True)

@@ -16,6 +16,7 @@ from ..._validation import check_real
 from ...classification import ANTIPODAL, SINGLE, UNCLUSTERED, two_token_outcome
 from ...config import ModelConfig, RunConfig
 from ...stats import agreement_z, z_digest
+from ...style import palette
 from ..base import (add_outcome_fractions, cell_threads, laid_out, log_time_grid, on_time_axis,
                     trajectory_layer_work)
 from ..knobs import integers
@@ -262,8 +263,6 @@ def phrases(stats) -> dict:
 def plot(ds):
     """Three rows (not yet clustered, single cluster, antipodal) x one column per beta."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     betas, d_vals, t = ds.beta.values, ds.d.values, ds.time.values
     shown = t > 0  # log time axis

@@ -22,6 +22,7 @@ from ..._validation import check_int
 from ...classification import has_antipodal_pair, is_clustered, n_clusters
 from ...config import configs_from_flat
 from ...simulation import full_method
+from ...style import palette
 from ..base import (add_outcome_fractions, cell_threads, knob_attr, laid_out, log_time_grid,
                     on_time_axis, sweep_seconds)
 from ..knobs import integer
@@ -314,8 +315,6 @@ def plot(ds, n_show=N_SHOW):
     Thin lines are single runs, thick ones the median gap (band: quartiles), the mean
     number of groups and the fraction clustered (Wilson band)."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     colours = dict(zip(MODELS, palette(10)[:2]))
     labels = {"deterministic": r"deterministic flow ($\varepsilon = 0$)",

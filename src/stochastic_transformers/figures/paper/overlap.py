@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import simulate, theory
 from ...config import ModelConfig, RunConfig
+from ...style import palette
 from ..base import laid_out
 from ..knobs import integer, real
 from ..spec import Figure
@@ -112,8 +113,6 @@ def phrases(stats) -> dict[str, str]:
 def plot(ds):
     """(left) the overlap against time; (right) the distance to the nearer pole, log scale."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     gaps, times, half, sides = _gaps(ds)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(8.0, 3.4))

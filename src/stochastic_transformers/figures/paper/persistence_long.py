@@ -20,6 +20,7 @@ import numpy as np
 from ... import two_clusters
 from ...stats import exit_rate as tail_rate  # noqa: F401 (the page's name for it)
 from ...stats import normal_quantile
+from ...style import palette
 from ..base import laid_out, log_time_grid
 from ..knobs import integer, real, reals, sequence_of
 from ..spec import Figure
@@ -222,8 +223,6 @@ def plot(ds):
     """(a) surviving fraction of each split against time, the theory dashed; (b) uniform
     starts: share of each split against time."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     fig, (ax, axu) = plt.subplots(2, 1, figsize=(7.0, 7.4))
     colours = dict(zip(ds.split.values, palette(ds.sizes["split"])))   # colour: split

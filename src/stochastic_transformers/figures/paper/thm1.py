@@ -24,6 +24,7 @@ from ... import kolmogorov, sde, theory
 from ..._validation import check_real
 from ...kernels import control_variate
 from ...stats import fit_corrected_order, fit_order, fit_two_term, pooled_mean_se
+from ...style import palette
 from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
 from ..knobs import all_of, choices, integer, integers, real, reals, whole_layers
 from ..spec import Figure
@@ -318,8 +319,6 @@ def phrases(s) -> dict[str, str]:
 def plot(ds):
     """(a) |weak error| vs L, log-log, with the fits; (b) L x signed error vs L."""
     import matplotlib.pyplot as plt
-
-    from ...style import palette
 
     Ls = ds.L.values.astype(float)
     pairs = [(name, t) for name in ds.function.values for t in ds.time.values]
