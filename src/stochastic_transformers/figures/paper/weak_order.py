@@ -1,0 +1,240 @@
+r"""Theorem 1 and Lemmas 2-3 across cases: the discrete model's weak convergence in depth.
+
+For each case (model, attention, N, beta) N tokens start uniform on :math:`S^{d-1}` and run
+to time t at depth scales L that double.  The test functions are the mean pairwise overlap
+:math:`\bar m = \binom N2^{-1}\sum_{i<j}\langle x_i, x_j\rangle` and its square at t.  The
+models: the paper's (random values, Theorem 1), the deterministic flow (the hybrid model at
+:math:`\varepsilon = 0`, Lemma 2) and the hybrid model at :math:`\varepsilon > 0` (Lemma 3).
+
+No reference is needed to see convergence: the successive differences
+:math:`D(L) = E f(X^L_t) - E f(X^{2L}_t)` of a sequence that converges like :math:`CL^{-p}`
+fall like :math:`L^{-p}` (:math:`D = C(1 - 2^{-p})L^{-p}`), and :math:`p` is fitted on the
+differences that stand out of their noise (:func:`~stochastic_transformers.stats.fit_order`).
+The limit is extrapolated as :math:`a` in :math:`E f = a + c_1/L + c_2/L^2` (weighted least
+squares over every L); for N = 2 the mean overlap is the overlap diffusion's, whose exact
+expectation (the backward Kolmogorov equation, averaged over the uniform start) checks it.
+The theorems prove convergence and no rate; that the rate is 1/L (an Euler-type step) is our
+expectation.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import xarray as xr
+
+from ... import simulate
+from ..._validation import ATTENTIONS
+from ...config import ModelConfig, RunConfig
+from ...sde import overlap_expectation
+from ...stats import fit_order, normal_quantile, pooled_mean_se, weighted_least_squares
+from ...style import palette
+from ..base import cell_threads, laid_out
+from ..knobs import all_of, choices, integer, integers, real, reals, whole_layers
+from ..spec import Figure
+from ..words import markdown_table
+
+#: The models: the paper's (Theorem 1), the flow (Lemma 2) and the hybrid model (Lemma 3).
+MODELS = ("stochastic", "flow", "hybrid")
+LABELS = {"stochastic": "random values (Theorem 1)", "flow": "flow, ε = 0 (Lemma 2)",
+          "hybrid": "hybrid, ε > 0 (Lemma 3)"}
+#: Test functions of the mean pairwise overlap.
+FUNCTIONS = {"m": lambda m: m, "m2": lambda m: m * m}
+#: Trajectories per sweep cell.
+BLOCK_SIZE = 250_000
+
+_BASE = dict(models=MODELS, attentions=ATTENTIONS, ns=(2, 3, 8), betas=(0.5, 1.0, 4.0),
+             epsilon=1.0, d=4, t=1.0, min_snr=3.0, seed=0)
+SCALES = {
+    "smoke": dict(_BASE, models=("stochastic", "hybrid"), attentions=("softmax",), ns=(2, 3),
+                  betas=(1.0,), Ls=(4, 8, 16), n_traj=4_000),
+    "quick": dict(_BASE, Ls=(4, 8, 16, 32), n_traj=20_000),
+    "paper": dict(_BASE, Ls=(4, 8, 16, 32, 64), n_traj=1_000_000),
+}
+#: Seconds per trajectory-layer, measured on the committed paper run.
+SECONDS_PER_WORK = 6.0e-7
+#: Two-sided level of every interval the verdicts read, Bonferroni over the tests made.
+LEVEL = 0.95
+
+
+def _doubling(name, values, knobs):
+    """Depth scales that double from one to the next (the differences need L and 2L)."""
+    if any(b != 2 * a for a, b in zip(values, values[1:])):
+        raise ValueError(f"{name} must double from one value to the next; got {values}")
+    return values
+
+
+def cell(*, model, attention, n_tokens, beta, L, block, n_traj, epsilon, d, t, seed):
+    """One block of trajectories at depth scale L: ``mean`` and ``m2`` (mean and centred sum
+    of squares) of each test function of the mean pairwise overlap at t, and ``count``."""
+    n = min(BLOCK_SIZE, n_traj - block * BLOCK_SIZE)
+    kind = "stochastic" if model == "stochastic" else "hybrid"
+    eps = epsilon if model == "hybrid" else 0.0
+    config = ModelConfig(d=d, beta=beta, attention=attention, kind=kind, epsilon=eps)
+    gram = simulate(config, RunConfig(n_tokens=n_tokens, n_traj=n, L=L, T=t, seed=seed,
+                                      stop_level=0.0, n_threads=cell_threads())).gram.values
+    upper = np.triu_indices(n_tokens, 1)
+    m = gram[:, upper[0], upper[1]].mean(axis=1)                 # (trajectory,)
+    f = np.stack([fn(m) for fn in FUNCTIONS.values()])            # (function, trajectory)
+    return {"mean": f.mean(1), "m2": ((f - f.mean(1, keepdims=True)) ** 2).sum(1),
+            "count": np.full(len(FUNCTIONS), float(n))}
+
+
+def run(knobs, sweeps):
+    """The sweep over (model, attention, N, beta, L, block), pooled over blocks."""
+    grid = {"model": list(knobs["models"]), "attention": list(knobs["attentions"]),
+            "n_tokens": list(knobs["ns"]), "beta": list(knobs["betas"]), "L": list(knobs["Ls"]),
+            "block": list(range(-(-knobs["n_traj"] // BLOCK_SIZE)))}
+    raw = sweeps(grid, fixed={k: knobs[k] for k in ("n_traj", "epsilon", "d", "t")},
+                 seed=knobs["seed"], output_dims={v: ("function",) for v in ("mean", "m2", "count")},
+                 output_coords={"function": list(FUNCTIONS)})
+    mean, se, n = pooled_mean_se(raw["mean"], raw["m2"], raw["count"], "block")
+    ds = xr.Dataset({"mean": mean, "se": se, "n_traj": n})
+    ds.attrs.update(raw.attrs, min_snr=knobs["min_snr"])
+    return ds
+
+
+@functools.lru_cache(maxsize=64)
+def reference(function, model, attention, beta, d, t, epsilon, n_nodes=48):
+    """E f(Z_t) of the two-token overlap diffusion from the uniform start, f(z) = z or z^2:
+    the backward Kolmogorov solution averaged over the start's density
+    :math:`\\propto (1 - z^2)^{(d-3)/2}` by Gauss-Jacobi quadrature."""
+    from scipy.special import roots_jacobi
+
+    z, w = roots_jacobi(n_nodes, (d - 3) / 2, (d - 3) / 2)
+    z = np.clip(z, -1 + 1e-12, 1 - 1e-12)
+    u, _ = overlap_expectation(FUNCTIONS[function], z, [t], beta, d, attention,
+                               model="stochastic" if model == "stochastic" else "hybrid",
+                               epsilon=epsilon if model == "hybrid" else 0.0, atol=1e-9)
+    return float(np.sum(w * u[0]) / np.sum(w))
+
+
+def _case(sub, z, min_snr) -> dict:
+    """One case and function: differences, their fitted order, the extrapolated limit."""
+    L, y, se = sub.L.values.astype(float), sub["mean"].values, sub.se.values
+    diff, diff_se = y[:-1] - y[1:], np.hypot(se[:-1], se[1:])
+    fit = fit_order(L[:-1], diff, diff_se, min_snr=min_snr)
+    c, cov, _ = weighted_least_squares(np.stack([np.ones_like(L), 1 / L, 1 / L**2], 1), y, se)
+    order, order_se, n_fit = float(fit["order"]), float(fit["order_se"]), int(np.sum(fit["used"]))
+    # Converging: the differences that stand out fall at a positive rate (beyond the
+    # interval when there are three or more); none standing out, the last one within noise.
+    converges = (order - z * order_se > 0 if n_fit >= 3 else order > 0 if n_fit == 2
+                 else abs(diff[-1]) <= z * diff_se[-1])
+    return {"diff": diff.tolist(), "diff_se": diff_se.tolist(), "order": order,
+            "order_se": order_se, "n_fit": n_fit,
+            "limit": float(c[0]), "limit_se": float(math.sqrt(cov[0, 0])),
+            "converges": bool(converges),
+            "order_one": bool(np.isfinite(order_se) and abs(order - 1) <= z * order_se)}
+
+
+def summary(ds) -> dict:
+    """Per case and function (keys ``model/attention/N/beta/function``) the differences, the
+    order of their decay, the limit, and for N = 2 the exact reference with the limit's z;
+    the verdict flags per model (every case converges; every N = 2 limit agrees) and the
+    count of orders consistent with 1.  Every interval is Bonferroni over the cases."""
+    cases = [(m, a, int(n), float(b), f) for m in ds.model.values for a in ds.attention.values
+             for n in ds.n_tokens.values for b in ds.beta.values for f in ds.function.values]
+    z = normal_quantile(1 - (1 - LEVEL) / (2 * len(cases)))
+    d, t, eps = (float(ds.attrs[f"fixed_{k}"]) for k in ("d", "t", "epsilon"))
+    out = {"cases": {}, "z": z, "Ls": [int(v) for v in ds.L.values],
+           "n_traj": int(ds.n_traj.min()), "d": int(d), "t": t, "epsilon": eps}
+    for m, a, n, b, f in cases:
+        one = _case(ds.sel(model=m, attention=a, n_tokens=n, beta=b, function=f), z,
+                    float(ds.attrs.get("min_snr", 3.0)))
+        if n == 2:
+            one["reference"] = reference(f, m, a, b, int(d), t, eps)
+            one["limit_z"] = (one["limit"] - one["reference"]) / one["limit_se"]
+            one["agrees"] = bool(abs(one["limit_z"]) <= z)
+        out["cases"][f"{m}/{a}/{n}/{b:g}/{f}"] = one
+    by_model = {m: [v for k, v in out["cases"].items() if k.startswith(m + "/")]
+                for m in ds.model.values}
+    out["converges"] = {m: all(v["converges"] for v in vs) for m, vs in by_model.items()}
+    out["agrees"] = {m: all(v["agrees"] for v in vs if "agrees" in v) for m, vs in by_model.items()}
+    fitted = [v for v in out["cases"].values() if np.isfinite(v["order_se"])]
+    out.update(n_cases=len(cases), n_fitted=len(fitted),
+               n_order_one=sum(v["order_one"] for v in fitted),
+               order_min=min((v["order"] for v in fitted), default=float("nan")),
+               order_max=max((v["order"] for v in fitted), default=float("nan")),
+               max_limit_z=max(abs(v["limit_z"]) for v in out["cases"].values() if "limit_z" in v))
+    return out
+
+
+def verdict_word(stats, model) -> str:
+    """Reproduced where every case converges and every N = 2 limit is the diffusion's."""
+    held = [stats["converges"][model], stats["agrees"][model]]
+    return "Reproduced" if all(held) else "Partly reproduced" if any(held) else "Not reproduced"
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's verdict (Markdown), one clause per model."""
+    parts = [f"{LABELS[m]}: **{verdict_word(stats, m).lower()}**" for m in stats["converges"]]
+    return {"verdict": "; ".join(parts) + f". Orders of the differences from "
+            f"{stats['order_min']:.2f} to {stats['order_max']:.2f}; "
+            f"{stats['n_order_one']} of {stats['n_fitted']} fitted orders are consistent with 1 "
+            f"(Bonferroni over the {stats['n_cases']} case-functions)."}
+
+
+def table(stats) -> str:
+    """Per case (mean overlap): the fitted order ± s.e. and, for N = 2, the limit's z."""
+    rows = []
+    for key, v in stats["cases"].items():
+        if key.endswith("/m"):
+            m, a, n, b, _ = key.split("/")
+            rows.append([m, a, n, b, "within noise" if not np.isfinite(v["order"]) else
+                         f"{v['order']:.2f} ± {v['order_se']:.2f}" if np.isfinite(v["order_se"])
+                         else f"{v['order']:.2f}", f"{v['limit_z']:+.1f}" if "limit_z" in v else "",
+                         "yes" if v["converges"] else "**no**"])
+    return markdown_table(["model", "attention", "N", "β", "order of D(L)", "z of the limit",
+                           "converges"], rows)
+
+
+def plot(ds, stats=None):
+    """(top) N = 2: |E m(t) - exact| against L per model, with 1/L; (bottom) the fitted
+    order of the successive differences per case, with 1 marked."""
+    import matplotlib.pyplot as plt
+
+    stats = summary(ds) if stats is None else stats
+    models = list(ds.model.values)
+    fig, axes = plt.subplots(2, len(models), figsize=(7.0, 5.6), squeeze=False)
+    L = ds.L.values.astype(float)
+    for col, m in enumerate(models):
+        ax, axo = axes[0, col], axes[1, col]
+        for colour, (a, b) in zip(palette(10), [(a, b) for a in ds.attention.values
+                                                for b in ds.beta.values]):
+            if 2 in ds.n_tokens.values:
+                v = stats["cases"][f"{m}/{a}/2/{b:g}/m"]
+                sub = ds.sel(model=m, attention=a, n_tokens=2, beta=b, function="m")
+                err = np.abs(sub["mean"].values - v["reference"])
+                ax.errorbar(L, np.maximum(err, 1e-6), 2 * sub.se.values, fmt="o-", ms=3,
+                            color=colour, label=f"{a[:4]}., β = {b:g}")
+            for k, n in enumerate(ds.n_tokens.values):
+                v = stats["cases"][f"{m}/{a}/{int(n)}/{b:g}/m"]
+                if np.isfinite(v["order_se"]):
+                    x = k + 0.1 * (list(ds.beta.values).index(b) - 1)
+                    axo.errorbar(x + (0.03 if a == "softmax" else -0.03), v["order"],
+                                 stats["z"] * v["order_se"], fmt="o", ms=3, color=colour)
+        ax.plot(L, 0.1 / L, ":", color="0.4", label="∝ 1/L")
+        ax.set(xscale="log", yscale="log", xlabel="L", title=LABELS[m])
+        axo.axhline(1.0, color="0.5", lw=0.8)
+        axo.set(xticks=range(ds.sizes["n_tokens"]), xlabel="N",
+                xticklabels=[str(int(n)) for n in ds.n_tokens.values])
+    axes[0, 0].set_ylabel("|E m̄ − exact|, N = 2")
+    axes[1, 0].set_ylabel("order of D(L)")
+    axes[0, -1].legend()
+    return laid_out(fig)
+
+
+FIGURE = Figure.declared(
+    globals(), "weak_order", source="paper",
+    description="Theorem 1 and Lemmas 2-3 across N, beta and attention: weak convergence in "
+                "depth of the mean pairwise overlap",
+    schema={"models": choices(MODELS), "attentions": choices(ATTENTIONS),
+            "ns": integers(2, 16), "betas": reals(0.0, 8.0), "epsilon": real(0.0, 4.0),
+            "d": integer(2, 64), "t": real(0.0, 10.0, strict_min=True), "n_traj": integer(2),
+            "min_snr": real(0.0),
+            "Ls": all_of(integers(1, 4096, increasing=True), _doubling, whole_layers("t", "Ls"))},
+    work=lambda k: float(k["n_traj"] * k["t"] * sum(k["Ls"]) * len(k["models"])
+                         * len(k["attentions"]) * len(k["ns"]) * len(k["betas"])))
+compute, cost = FIGURE.compute, FIGURE.cost
