@@ -182,6 +182,31 @@ def _judge_thm1(s):
             f"(L = {s['fit_L_min']}–{s['L_largest']}; expected 1)")
 
 
+def _weak_order(s, model):
+    # The weak_order page's verdict for one model: every case converges (its differences
+    # fall at a positive rate, or settle within noise) and every N = 2 limit is the exact one.
+    from .figures.paper.weak_order import verdict_word
+
+    m = s["by_model"][model]
+    orders = f"; orders {min(m['orders']):.2f}–{max(m['orders']):.2f}" if m["orders"] else ""
+    return (verdict_word(s, model).lower(),
+            f"{m['converging']} of {m['n']} cases converge in L = {s['Ls'][0]}–{s['Ls'][-1]} "
+            f"(N = 2, 3, 8, three β, both attentions); N = 2 limits within "
+            f"{m['max_limit_z']:.1f} s.e. of the exact value (bound {s['z']:.1f}){orders}")
+
+
+def _judge_weak_thm1(s):
+    return _weak_order(s, "stochastic")
+
+
+def _judge_lemma2(s):
+    return _weak_order(s, "flow")
+
+
+def _judge_lemma3(s):
+    return _weak_order(s, "hybrid")
+
+
 def _judge_universality(s):
     worst = max(s["max_abs_z"].values())
     return (VERDICTS[0] if s["laws_agree"] else VERDICTS[2],
@@ -273,6 +298,11 @@ def _judge_homog_thm3(s):
             f"gap to the logistic law falls like d^({s['slope_min']:.2f} to "
             f"{s['slope_max']:.2f}), d = {s['d_min']}–{s['d_max']}: within 0.25 of the expected "
             "d^-1 (a fixed tolerance; no error estimate)")
+
+
+def _judge_homog_thm3_hemisphere(s):
+    word, evidence = _judge_homog_thm3(s)
+    return word, evidence + f"; start in a hemisphere, m(0) = {s['m0']:.2f}"
 
 
 def _judge_homog_thm4(s):
@@ -369,6 +399,9 @@ RESULTS: tuple[Result, ...] = (
     Result(_P, "Theorem 1", "the layer map converges in law to an SDE on the sphere with "
            "common matrix noise", page=_NB + "thm1_weak_convergence", figure="thm1",
            judge=_judge_thm1),
+    Result(_P, "Theorem 1 (across cases)", "convergence in L for N = 2, 3, 8, several β, "
+           "softmax and unnormalised", page=_NB + "weak_order", figure="weak_order",
+           judge=_judge_weak_thm1),
     Result(_P, "Theorem 1 (law of V)", "the limit is the same for every centred bounded law "
            "of the values' entries", page=_NB + "universality_value_laws",
            figure="universality", judge=_judge_universality),
@@ -378,13 +411,9 @@ RESULTS: tuple[Result, ...] = (
     Result(_P, "Lemma 1", "the limit SDE stays on the sphere", page=_BK + "limit",
            verdict="reproduced", evidence="re-derived by Itô's formula in the limit chapter"),
     Result(_P, "Lemma 2", "hybrid model, ε = 0: the limit is the deterministic attention flow",
-           page=_BK + "limit", verdict="not yet tested",
-           evidence="stated, not measured; a weak-convergence study like Theorem 1's would "
-                    "test it"),
+           page=_NB + "weak_order", figure="weak_order", judge=_judge_lemma2),
     Result(_P, "Lemma 3", "hybrid model, ε > 0: the limit SDE with the Itô drift ε²F",
-           page=_BK + "limit", verdict="not yet tested",
-           evidence="stated with its Itô term explained; Figure 4 uses its overlap equation "
-                    "but no convergence is measured"),
+           page=_NB + "weak_order", figure="weak_order", judge=_judge_lemma3),
     Result(_P, "Lemma 4", "the overlap of two tokens is a closed diffusion on [-1, 1]",
            page=_NB + "thm1_weak_convergence", figure="thm1", judge=_judge_lemma4),
     Result(_P, "Lemma 5", "+1 always attracts; -1 attracts iff d − 2 < cosh 2β",
@@ -412,6 +441,9 @@ RESULTS: tuple[Result, ...] = (
            judge=_judge_homog_thm2),
     Result(_F, "Theorem 3", "β = O(d^-1/2): the mean overlap follows the logistic law",
            page=_NB + "homog_logistic", figure="homog_logistic", judge=_judge_homog_thm3),
+    Result(_F, "Theorem 3 (hemisphere start)", "the logistic law from a fixed start in a "
+           "hemisphere, the regime the theorem is filed under", page=_NB + "homog_hemisphere",
+           figure="homog_hemisphere", judge=_judge_homog_thm3_hemisphere),
     Result(_F, "Theorem 4", "mean field, β ≫ d²: the drift moves overlaps by O(T/d); limit "
            "dR = -R(1-R²)dt + dM", page=_NB + "homog_slow_motion", figure="homog_slow_motion",
            judge=_judge_homog_thm4),

@@ -162,17 +162,21 @@ def _floor_and_step(ds, out) -> dict:
 def phrases(stats) -> dict[str, str]:
     """The page's verdict (Markdown): does the distance to the logistic law fall like 1/d at
     every b, some or none, and on which side of the law is the mean?"""
-    held = list(stats["rate_verdict"].values())
-    word, rate = (("Reproduced", "falls roughly like $1/d$") if all(held) else
-                  ("Partly reproduced", "falls like $1/d$ only for some $\\beta\\sqrt d$")
-                  if any(held) else ("Not reproduced", "does not fall like $1/d$"))
+    held = stats["rate_verdict"]
+    good, bad = ([b for b, ok in held.items() if ok is want] for want in (True, False))
+    word, rate = (("Reproduced", "falls roughly like $1/d$") if not bad else
+                  ("Partly reproduced", f"falls roughly like $1/d$ at $\\beta\\sqrt d$ = "
+                   f"{listed(good, 'g')}, but not at " + listed(
+                       [f"{b:g} (exponent {stats['slope'][b]:.2f})" for b in bad], "s"))
+                  if good else ("Not reproduced", "does not fall like $1/d$"))
+    where = f" at $\\beta\\sqrt d$ = {listed(stats['b'], 'g')}" if not bad or not good else ""
     z = stats["min_z_at_large_d"]
     side = (f"the mean lags behind the curve at every $d$, by {z:.0f} standard errors or more "
             f"at $d$ = {stats['d_max']}" + (": a bias of order $1/d$, not noise" if z > 4 else "")
             if stats["below_logistic"] else "the mean is not always on the same side of the curve")
     return {"verdict": f"**{word}:** as $d$ grows from {stats['d_min']} to {stats['d_max']} the "
-                       f"largest distance between the mean overlap and the logistic curve {rate} "
-                       f"at $\\beta\\sqrt d$ = {listed(stats['b'], 'g')}; {side}."}
+                       f"largest distance between the mean overlap and the logistic curve {rate}"
+                       f"{where}; {side}."}
 
 
 def table(stats) -> str:

@@ -59,6 +59,18 @@ SECONDS_PER_WORK = 6.0e-7
 LEVEL = 0.95
 
 
+def work(knobs) -> float:
+    """Trajectory-layers scheduled: n_traj trajectories of t L layers per case and L."""
+    cases = math.prod(len(knobs[k]) for k in ("models", "attentions", "ns", "betas"))
+    return float(knobs["n_traj"] * knobs["t"] * sum(knobs["Ls"]) * cases)
+
+
+def measured_work(ds) -> tuple[float, float]:
+    """(seconds of simulation, trajectory-layers) of a computed dataset."""
+    runs = ds.n_traj.isel(function=0) * ds.L * float(ds.attrs["fixed_t"])
+    return float(ds.attrs["cell_time_s"]), float(runs.sum())
+
+
 def _doubling(name, values, knobs):
     """Depth scales that double from one to the next (the differences need L and 2L)."""
     if any(b != 2 * a for a, b in zip(values, values[1:])):
@@ -152,6 +164,10 @@ def summary(ds) -> dict:
                 for m in ds.model.values}
     out["converges"] = {m: all(v["converges"] for v in vs) for m, vs in by_model.items()}
     out["agrees"] = {m: all(v["agrees"] for v in vs if "agrees" in v) for m, vs in by_model.items()}
+    out["by_model"] = {m: {"n": len(vs), "converging": sum(v["converges"] for v in vs),
+                           "max_limit_z": max(abs(v["limit_z"]) for v in vs if "limit_z" in v),
+                           "orders": [v["order"] for v in vs if np.isfinite(v["order_se"])]}
+                       for m, vs in by_model.items()}
     fitted = [v for v in out["cases"].values() if np.isfinite(v["order_se"])]
     out.update(n_cases=len(cases), n_fitted=len(fitted),
                n_order_one=sum(v["order_one"] for v in fitted),
@@ -234,7 +250,5 @@ FIGURE = Figure.declared(
             "ns": integers(2, 16), "betas": reals(0.0, 8.0), "epsilon": real(0.0, 4.0),
             "d": integer(2, 64), "t": real(0.0, 10.0, strict_min=True), "n_traj": integer(2),
             "min_snr": real(0.0),
-            "Ls": all_of(integers(1, 4096, increasing=True), _doubling, whole_layers("t", "Ls"))},
-    work=lambda k: float(k["n_traj"] * k["t"] * sum(k["Ls"]) * len(k["models"])
-                         * len(k["attentions"]) * len(k["ns"]) * len(k["betas"])))
+            "Ls": all_of(integers(1, 4096, increasing=True), _doubling, whole_layers("t", "Ls"))})
 compute, cost = FIGURE.compute, FIGURE.cost
