@@ -196,6 +196,9 @@ def summary(ds) -> dict:
                        for m in ds.model.values}
     fitted = [v for v in out["cases"].values() if np.isfinite(v["order_se"])]
     out.update(n_cases=len(cases), n_fitted=len(fitted),
+               max_step=max(v["step"] for v in out["cases"].values()),
+               max_step_softmax=max(v["step"] for k, v in out["cases"].items()
+                                    if "/softmax/" in k and not k.startswith("flow/")),
                n_order_one=sum(v["order_one"] for v in fitted),
                order_min=min((v["order"] for v in fitted), default=float("nan")),
                order_max=max((v["order"] for v in fitted), default=float("nan")))
