@@ -296,18 +296,20 @@ def _judge_homog_fig2(s):
 
 def _judge_homog_thm3(s):
     held = s["rate_verdict"]
-    within = ("within" if all(held.values()) else "within at b = " + ", ".join(
-        f"{b:g}" for b, ok in held.items() if ok) + ", not at " + ", ".join(
-        f"{b:g}" for b, ok in held.items() if not ok) + ",")
+    where = "" if all(held.values()) else " at b = " + ", ".join(
+        f"{b:g}" for b, ok in held.items() if ok) + "; not at b = " + ", ".join(
+        f"{b:g} ({s['slope'][b]:.2f})" for b, ok in held.items() if not ok)
     return (_word(held.values()),
             f"gap to the logistic law falls like d^({s['slope_min']:.2f} to "
-            f"{s['slope_max']:.2f}), d = {s['d_min']}–{s['d_max']}: {within} 0.25 of the "
-            "expected d^-1 (a fixed tolerance; no error estimate)")
+            f"{s['slope_max']:.2f}), d = {s['d_min']}–{s['d_max']}: within 0.25 of the "
+            f"expected d^-1{where} (a fixed tolerance; no error estimate)")
 
 
 def _judge_homog_thm3_hemisphere(s):
     word, evidence = _judge_homog_thm3(s)
-    return word, evidence + f"; fixed start in a hemisphere, m(0) = {s['m0']:.3f}"
+    b = s["b"][-1]
+    return word, evidence + (f"; fixed start in a hemisphere, m(0) = {s['m0']:.3f}; at b = {b:g} "
+                             f"the excess over b = 0 stays near {s['excess'][b][-1]:.3f}")
 
 
 def _judge_homog_thm4(s):

@@ -557,8 +557,8 @@ def hemisphere_tokens(n_tokens, d):
     :math:`x_i = h_ie_0 + \sqrt{1-h_i^2}\,e_i` (needs ``d > n_tokens``).  Its Gram matrix is
     :math:`h_ih_j` off the diagonal at every d: all overlaps positive and unequal (3/256 to
     195/256 for N = 8), mean overlap :math:`((\sum_i h_i)^2 - \sum_i h_i^2 + N)/N^2`
-    (0.334 for N = 8).  The random-attention model is invariant under rotations, so the Gram
-    matrix is all of the start that matters."""
+    (0.333 for N = 8).  With Gaussian, centred weights the random-attention model is invariant
+    under rotations, so the Gram matrix is all of the start that matters."""
     n_tokens, d = check_int("n_tokens", n_tokens, 2), check_int("d", d, 2)
     if d <= n_tokens:
         raise ValueError(f"d must be > n_tokens for the hemisphere start; got d={d}, "

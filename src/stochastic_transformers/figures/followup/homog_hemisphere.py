@@ -32,23 +32,29 @@ SECONDS_PER_WORK = 5.54e-8
 def summary(ds) -> dict:
     """:func:`.homog_logistic.summary` of a hemisphere-start run (no floor at fixed b: its
     Monte Carlo assumes the uniform start), with the start's smallest and largest overlap
-    (``start_overlaps``) and ``excess``: per b > 0, at the smallest and the largest d, the
-    largest distance less the one at the first b (the same start at every b)."""
+    (``start_overlaps``); ``excess`` and ``excess_se``: per b > 0 and d, the largest distance
+    less the one at the first b, with its standard error (the cells are independent), and
+    ``excess_ratio``: at the largest d, the largest b's excess over the next one's."""
     if ds.attrs.get("fixed_start") != "hemisphere":
         raise ValueError("homog_hemisphere summarises runs from the hemisphere start")
     out = homog_logistic.summary(ds)
     h = (np.arange(1, out["n_tokens"] + 1) - 0.5) / out["n_tokens"]
     out["start_overlaps"] = (float(h[0] * h[1]), float(h[-2] * h[-1]))
-    gaps = out["max_abs_gap"]
-    b0 = out["b"][0]
-    out["excess"] = {b: {"first": gaps[b][0] - gaps[b0][0], "last": gaps[b][-1] - gaps[b0][-1]}
-                     for b in out["b"][1:]}
+    gap, se = (ds[v].transpose("b", "d", "t").values for v in ("gap_mean", "gap_se"))
+    at = np.abs(gap).argmax(axis=-1)                                 # (b, d)
+    largest = np.take_along_axis(np.abs(gap), at[..., None], -1)[..., 0]
+    its_se = np.take_along_axis(se, at[..., None], -1)[..., 0]
+    higher = list(enumerate(out["b"][1:], 1))
+    out["excess"] = {b: (largest[i] - largest[0]).tolist() for i, b in higher}
+    out["excess_se"] = {b: np.hypot(its_se[i], its_se[0]).tolist() for i, b in higher}
+    if len(higher) > 1:
+        out["excess_ratio"] = out["excess"][higher[-1][1]][-1] / out["excess"][higher[-2][1]][-1]
     return out
 
 
 FIGURE = Figure.declared(
     globals(), "homog_hemisphere", source="followup",
     description="the logistic law of the follow-up's Theorem 3 from a fixed start in a "
-                "hemisphere, d = 8..128",
+                "hemisphere, d = 16..128",
     schema=homog_logistic.FIGURE.schema)
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -7,9 +7,9 @@ the mean overlap :math:`m = \frac1{N^2}\sum_{ij}\langle x_i, x_j\rangle` should 
 its martingale part has :math:`O(1)` quadratic variation per unit :math:`\tau`, so on
 :math:`t = d\tau` the mean of m is logistic up to :math:`O(1/d)`, each trajectory up to
 :math:`O(d^{-1/2})`; with :math:`\eta = L^{-1/2}`, H = 1, :math:`\tau = T = t_{\max}/d`.  At a
-fixed b > 0 the gap levels off at a floor of order :math:`b^4` (book/random_attention.md).
-The start is uniform, or a fixed configuration in a hemisphere (:func:`hemisphere_tokens`,
-figure ``homog_hemisphere``).
+fixed b > 0, from the uniform start, the gap levels off at a floor of order :math:`b^4`
+(book/random_attention.md).  The start is uniform, or a fixed configuration in a hemisphere
+(:func:`hemisphere_tokens`, figure ``homog_hemisphere``).
 """
 
 from __future__ import annotations

@@ -91,8 +91,7 @@ def cell(*, model, attention, n_tokens, beta, L, block, n_traj, epsilon, d, t, s
     config = ModelConfig(d=d, beta=beta, attention=attention, kind=kind, epsilon=eps)
     gram = simulate(config, RunConfig(n_tokens=n_tokens, n_traj=n, L=L, T=t, seed=seed,
                                       stop_level=0.0, n_threads=cell_threads())).gram.values
-    upper = np.triu_indices(n_tokens, 1)
-    m = gram[:, upper[0], upper[1]].mean(axis=1)                 # (trajectory,)
+    m = gram[:, *np.triu_indices(n_tokens, 1)].mean(axis=1)      # (trajectory,)
     f = np.stack([fn(m) for fn in FUNCTIONS.values()])            # (function, trajectory)
     return {"mean": f.mean(1), "m2": ((f - f.mean(1, keepdims=True)) ** 2).sum(1),
             "count": np.full(len(FUNCTIONS), float(n))}
