@@ -81,3 +81,19 @@ def test_the_smoke_run_agrees_with_the_exact_two_token_limit():
     s = wo.summary(wo.compute("smoke", progress=False))
     assert all(v["holds"] for v in s["cases"].values())
     assert max(abs(v["limit_z"]) for v in s["cases"].values() if "limit_z" in v) < s["z"]
+
+
+def test_the_quadrature_resolves_the_steepest_start():
+    """The unnormalised flow at beta = 4 sends the start's overlap to its outcome steeply:
+    the default nodes agree with twice as many to well below the runs' standard errors."""
+    for f in ("m", "m2"):
+        coarse = wo.reference(f, "flow", "unnormalized", 4.0, 4, 1.0, 0.0)
+        fine = wo.reference(f, "flow", "unnormalized", 4.0, 4, 1.0, 0.0, n_nodes=512)
+        assert coarse == pytest.approx(fine, abs=1e-4)
+
+
+def test_differences_that_change_sign_do_not_count_as_converging():
+    ds = _synthetic(0.3, 0.0)
+    ds["mean"].loc[dict(function="m")] = 0.3 + np.array([0.05, -0.03, 0.015, -0.008, 0.004])
+    case = wo.summary(ds)["cases"]["stochastic/softmax/2/1/m"]
+    assert case["n_fit"] >= 3 and not case["converges"]

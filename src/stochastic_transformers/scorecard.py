@@ -190,8 +190,8 @@ def _weak_order(s, model):
     m = s["by_model"][model]
     groups = {k.split("/")[1]: g for k, g in s["groups"].items() if k.startswith(model + "/")}
     return (verdict_word(s, model).lower(),
-            f"{m['holds']} of {m['n']} case-functions converge in L = {s['Ls'][0]}–"
-            f"{s['Ls'][-1]} (N = 2, 3, 8; three β): " + ", ".join(
+            f"{m['holds']} of {m['n']} case-functions settle in L = {s['Ls'][0]}–"
+            f"{s['Ls'][-1]} (N = 2, 3, 8; three β; to the exact limit for N = 2): " + ", ".join(
                 f"{g['holds']} of {g['n']} {a}" for a, g in groups.items())
             + f"; N = 2 limits exact in {m['agrees']} of {m['n_exact']}")
 
