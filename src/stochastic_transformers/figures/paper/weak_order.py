@@ -252,7 +252,7 @@ def table(stats) -> str:
 def plot(ds, stats=None):
     """(top) N = 2: |E m(t) - exact| against L per model, with a 1/L line; (bottom) the
     fitted order of the successive differences of the mean overlap per case (bars: the
-    Bonferroni interval), with 1 marked."""
+    Bonferroni interval; open: the case has not settled), with 1 marked."""
     import matplotlib.pyplot as plt
 
     stats = summary(ds) if stats is None else stats
@@ -276,7 +276,7 @@ def plot(ds, stats=None):
                 if np.isfinite(v["order_se"]):
                     axo.errorbar(x + 0.1 * (k - (len(cases) - 1) / 2), v["order"],
                                  stats["z"] * v["order_se"], fmt="o", ms=3, lw=1,
-                                 color=colours[a, b])
+                                 color=colours[a, b], mfc=None if v["holds"] else "white")
         ax.plot(L, 0.05 * L[0] / L, ":", color="0.4", label="∝ 1/L")
         ax.set(xscale="log", yscale="log", xlabel="L", title=LABELS[m])
         ax.set_xticks(L, [str(int(v)) for v in L])
