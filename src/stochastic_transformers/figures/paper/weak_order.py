@@ -225,9 +225,10 @@ def phrases(stats) -> dict[str, str]:
                stats["groups"].items() if key.startswith(model + "/")]
         parts.append(f"{LABELS[model]}: **{verdict_word(stats, model).lower()}** "
                      f"(settled: {', '.join(per)})")
-    return {"verdict": "; ".join(parts) + ". A case-function has settled when its successive "
-            "differences keep one sign and fall and, for two tokens, its extrapolated limit is "
-            "the exact one."}
+    text = "; ".join(parts)
+    return {"verdict": text[0].upper() + text[1:] + ". A case-function has settled when its "
+            "successive differences keep one sign and fall and, for two tokens, its "
+            "extrapolated limit is the exact one."}
 
 
 def table(stats) -> str:
