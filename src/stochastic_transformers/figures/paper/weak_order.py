@@ -220,7 +220,7 @@ def verdict_word(stats, model) -> str:
 def phrases(stats) -> dict[str, str]:
     """The page's verdict (Markdown): per model the word and the counts, per attention."""
     parts = []
-    for model, m in stats["by_model"].items():
+    for model in stats["by_model"]:
         per = [f"{g['holds']} of {g['n']} {key.split('/')[1]}" for key, g in
                stats["groups"].items() if key.startswith(model + "/")]
         parts.append(f"{LABELS[model]}: **{verdict_word(stats, model).lower()}** "
