@@ -20,9 +20,9 @@ from ..spec import Figure
 from . import homog_logistic
 from .homog_logistic import cell, measured_work, phrases, plot, run, table, work  # noqa: F401
 
-#: The uniform page's scales from d = 16 (the start needs d > N).
-_D = {"smoke": (16, 32), "quick": (16, 32, 128), "paper": (16, 32, 64, 128)}
-SCALES = {scale: dict(knobs, start="hemisphere", d=_D[scale])
+#: The uniform page's scales from d = 16 (the start needs d > N), with the d and b the page
+#: quotes at every scale.
+SCALES = {scale: dict(knobs, start="hemisphere", d=(16, 32, 64, 128), bs=(0.0, 0.5, 1.0))
           for scale, knobs in homog_logistic.SCALES.items()}
 #: Seconds of simulation per token-dimension-trajectory-layer, measured on the committed
 #: paper run (cell time with its refinement, the cores shared with another run).
