@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .._validation import SCALE_NAMES, check_choice
 from ..style import use_style
-from .followup import (homog_hemisphere, homog_laws, homog_limits, homog_logistic,
+from .followup import (homog_heads, homog_hemisphere, homog_laws, homog_limits, homog_logistic,
                        homog_mean_field, homog_meet, homog_noise, homog_rate, homog_regimes,
                        homog_scaling, homog_simplex, homog_slow_motion)
 from .base import load_committed
@@ -31,7 +31,7 @@ FIGURES: dict[str, Figure] = {module.FIGURE.id: module.FIGURE for module in (
     fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, persistence_long, fig8, fig9,
     ff_pairs, ff_threshold, ff_tokens, thm1, weak_order, universality,
     homog_regimes, homog_meet, homog_logistic, homog_hemisphere, homog_simplex, homog_limits,
-    homog_rate, homog_noise, homog_scaling, homog_laws, homog_slow_motion, homog_mean_field)}
+    homog_rate, homog_heads, homog_noise, homog_scaling, homog_laws, homog_slow_motion, homog_mean_field)}
 
 
 def get(fig_id: str) -> Figure:

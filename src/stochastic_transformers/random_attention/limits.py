@@ -57,7 +57,8 @@ from ..config import ModelConfig
 
 __all__ = ["mean_field", "drift", "covariant_derivative", "modified_drift", "ode_path",
            "sde_paths", "CORRECTIONS", "turning_mean_value", "turning_group",
-           "upper_hemisphere_tokens", "phase", "expected_limit"]
+           "upper_hemisphere_tokens", "phase", "expected_limit", "head_output_moments",
+           "linear_noise_spread"]
 
 #: Forms of the ODE II drift: ``ours`` (:math:`b - \eta(\frac12\nabla_b b + cb)`) and
 #: ``printed`` (the follow-up's :math:`b - \frac\eta2\nabla_b b`).
@@ -299,6 +300,108 @@ def sde_paths(x0, model: ModelConfig, eta, times, n_paths, *, substeps=8, seed=0
             out[ptr] = x
             ptr += 1
     return out
+
+
+# ------------------------------------------------------------------ the noise of many heads
+
+def head_output_moments(x, model: ModelConfig, *, n_samples=2048, seed=0):
+    r"""The two parts of the covariance of one head's output :math:`B_\theta(x_i) = V
+    m_A(x_i)` across the tokens ``x`` (N, d), each of shape (N, d, N, d):
+
+    .. math::
+
+        \operatorname{Cov}(B_{ia}, B_{kb}) = \underbrace{\bigl(\bar V E[m_i m_k^\top]\bar V^\top
+        - F_i F_k^\top\bigr)_{ab}}_{C^A} + \sigma^2\,\underbrace{E\langle m_i, m_k\rangle
+        \,\delta_{ab}}_{C^V},
+
+    exact in V (its entries are independent of A, mean :math:`\bar V`, variance
+    :math:`\sigma^2`, whatever their law), a Monte Carlo mean over the antithetic sample of
+    :func:`mean_field` for the keys and queries (exact when ``model.sigma_qk`` is 0, where
+    :math:`C^A = 0`).  :math:`C^A` is the noise of the keys and queries alone, the
+    follow-up's :math:`\int\xi_\theta\xi_\theta^\top\rho_*(d\theta)` at
+    :math:`\sigma = 0`.
+    """
+    model = _check_model(model)
+    x = _check_points(x, model)
+    if x.ndim != 2:
+        raise ValueError(f"x must be one configuration of tokens (N, d); got shape {x.shape}")
+    vbar, abar = model.mean_v_matrix, model.mean_qk_matrix
+    base = model.beta * np.einsum("ia,ba,jb->ij", x, abar, x)
+    if model.sigma_qk == 0.0:
+        m = _attend(base, x)[None]                                       # (1, N, d)
+    else:
+        w, wp = _weight_sample(model, check_int("n_samples", n_samples, 1), seed)
+        scores = base + model.beta * np.einsum("ia,sab,jc,scb->sij", x, wp, x, w)
+        m = _attend(scores, x[None])                                     # (S, N, d)
+    out = m @ vbar.T                                                     # V-bar m, (S, N, d)
+    f = out.mean(axis=0)
+    c_a = (np.einsum("sia,skb->iakb", out, out) / out.shape[0]
+           - np.einsum("ia,kb->iakb", f, f))
+    gram = np.einsum("sia,ska->ik", m, m) / m.shape[0]                   # E <m_i, m_k>
+    c_v = np.einsum("ik,ab->iakb", gram, np.eye(model.d))
+    return c_a, c_v
+
+
+def linear_noise_spread(x0, model: ModelConfig, n_layers, *, n_samples=2048, n_batches=8,
+                        seed=0, fd_step=1e-6):
+    r"""The spread :math:`S = \frac1N\sum_i E|x_i^L - E x_i^L|^2` of the chain after
+    ``n_layers`` layers from ``x0`` (N, d), at leading order in its noise (ours): the parts
+    ``(S_A, S_V)`` of :math:`H S = S_A + \sigma^2 S_V`, each with its Monte Carlo s.e.
+
+    About the noise-free path :math:`\bar X^{l+1} = G(\bar X^l)`,
+    :math:`G(X) = \operatorname{normalize}(X + \eta F(X))` (the chain of infinitely many
+    heads), a layer's deviation obeys
+    :math:`\delta^{l+1} = J_l\delta^l + P_l\,\frac\eta H\sum_h\xi_h + O(|\delta|^2 + \eta^2/H)`,
+    :math:`J_l = DG(\bar X^l)` and :math:`P_l` the derivative of the normalisation at
+    :math:`\bar X^l + \eta F(\bar X^l)`.  The H heads' fluctuations are independent, each of
+    covariance :math:`C = C^A + \sigma^2 C^V` (:func:`head_output_moments`), so the deviations'
+    covariance obeys :math:`\Sigma^{l+1} = J_l\Sigma^l J_l^\top + \frac{\eta^2}{H}P_lC_lP_l^\top`
+    and :math:`S = \operatorname{tr}\Sigma^L/N` is :math:`1/H` times a constant, up to
+    :math:`O(1/H^2)`: the heads enter only through the follow-up's :math:`\alpha\propto\eta/H`.
+    :math:`J_l` is a central difference of G (step ``fd_step``) with the mean field of
+    ``n_samples`` antithetic pairs; the covariances come from ``n_batches`` independent
+    samples of ``n_samples`` pairs, whose spread gives the s.e.
+    """
+    model = _check_model(model)
+    x = _check_tokens(x0, model)
+    n_layers = check_int("n_layers", n_layers, 1)
+    n_batches = check_int("n_batches", n_batches, 2)
+    n_samples = check_int("n_samples", n_samples, 1)
+    eta, size = model.eta, x.size
+    field = {"n_samples": n_samples, "seed": seed}
+
+    def step(y):
+        y = y + eta * mean_field(y, model, **field)
+        return y / np.linalg.norm(y, axis=-1, keepdims=True)
+
+    # sigma_qk = 0: C is exact, every batch the same
+    batches = n_batches if model.sigma_qk > 0.0 else 1
+    sigma = np.zeros((2, batches, size, size))          # the A and V parts, per batch
+    for _layer in range(n_layers):
+        jac = np.empty((size, size))
+        for k in range(size):
+            e = np.zeros(size)
+            e[k] = fd_step
+            jac[:, k] = (step(x + e.reshape(x.shape)) - step(x - e.reshape(x.shape))).ravel()
+        jac /= 2.0 * fd_step
+        y = x + eta * mean_field(x, model, **field)
+        r = np.linalg.norm(y, axis=-1)
+        u = y / r[:, None]
+        proj = np.zeros((size, size))
+        for i in range(x.shape[0]):
+            blk = slice(i * model.d, (i + 1) * model.d)
+            proj[blk, blk] = (np.eye(model.d) - np.outer(u[i], u[i])) / r[i]
+        for b in range(batches):
+            parts = head_output_moments(x, model, n_samples=n_samples, seed=seed + 1 + b)
+            for p, c in enumerate(parts):
+                noise = proj @ c.reshape(size, size) @ proj.T
+                sigma[p, b] = jac @ sigma[p, b] @ jac.T + eta * eta * noise
+        x = u
+    spread = np.trace(sigma, axis1=2, axis2=3) / x.shape[0]      # (2, batches)
+    mean = spread.mean(axis=1)
+    se = (spread.std(axis=1, ddof=1) / math.sqrt(batches) if batches > 1
+          else np.zeros(2))
+    return (float(mean[0]), float(se[0])), (float(mean[1]), float(se[1]))
 
 
 # ------------------------------------------------------------------ the turning group
