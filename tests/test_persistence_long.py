@@ -62,3 +62,17 @@ def test_bad_knobs_are_named_before_compute():
         pl.compute("smoke", splits=("1,0",), progress=False)
     with pytest.raises(ValueError, match="betas"):
         pl.compute("smoke", betas=(-1.0,), progress=False)
+
+
+def test_uniform_starts_of_three_and_four_tokens_are_judged_split_by_split():
+    """N = 3 has one split (1-2), N = 4 two (1-3, 2-2): the padded minority 2 of N = 3 is
+    neither plotted nor judged, and the Bonferroni count holds the three shares per beta."""
+    ds = pl.compute("smoke", progress=False)
+    assert list(ds.uniform_tokens.values) == [3, 4]
+    assert np.isnan(ds.uniform_n_split.sel(uniform_tokens=3, minority=2)).all()
+    s = pl.summary(ds)
+    assert [(u["n_tokens"], u["minority"]) for u in s["uniform"]] == [(3, 1), (4, 1), (4, 2)]
+    assert s["n_judged"] == ds.sizes["beta"] * (ds.sizes["split"] + 3)
+    assert "for N = 3" in pl.phrases(s)["uniform"]
+    with pytest.raises(ValueError, match="uniform_tokens"):
+        pl.compute("smoke", uniform_tokens=(4, 3), progress=False)

@@ -326,6 +326,20 @@ def _judge_homog_thm4(s):
             "law not tested")
 
 
+def _judge_homog_heads(s):
+    # The page's word: H S_H tends to the linear-noise constant at every sigma.
+    from .figures.followup.homog_heads import verdict_word
+
+    noisy = max(s["rows"], key=lambda r: r["sigma"])
+    return (verdict_word(s).lower(),
+            f"spread of the tokens at fixed depth against H = {s['h_min']} to {s['h_max']}: "
+            f"slopes {s['slope_min']:.2f} to {s['slope_max']:.2f} from H = {s['h_fit']}; "
+            f"H·S_H tends to the weights' linear-noise constant at {len(s['agree'])} of "
+            f"{s['n_sigmas']} σ (|z| ≤ {s['z_level']:.2f}); at σ = {noisy['sigma']:g} one head "
+            f"is at {noisy['ratio_one']:.2f} of it, {s['h_max']} heads at "
+            f"{noisy['ratio_most']:.2f}")
+
+
 def _judge_homog_prop4(s):
     # The page's word: the common floor vanishes and the independent one stays, at every t.
     from .figures.followup.homog_mean_field import verdict_word
@@ -443,6 +457,9 @@ RESULTS: tuple[Result, ...] = (
            page=_NB + "homog_simplex", figure="homog_simplex", judge=_judge_homog_fig2),
     Result(_F, "Theorem 1", "weak error of the homogenized SDE ≤ Ce^{Ct}η(t+1)max(1, α)",
            page=_NB + "homog_rate", figure="homog_rate", judge=_judge_homog_thm1),
+    Result(_F, "Section 2.2 (many heads)", "the heads' noise averages: α ∝ η/H, so at a "
+           "fixed depth more heads lead from the SDE to the ODE", page=_NB + "homog_heads",
+           figure="homog_heads", judge=_judge_homog_heads),
     Result(_F, "Theorem 2", "simplex start: the Gram matrix stays a simplex, γ follows a "
            "scalar ODE", page=_NB + "homog_simplex", figure="homog_simplex",
            judge=_judge_homog_thm2),

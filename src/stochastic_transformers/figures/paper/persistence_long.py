@@ -16,19 +16,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import xarray as xr
 
 from ... import two_clusters
 from ...stats import exit_rate as tail_rate  # noqa: F401 (the page's name for it)
 from ...stats import normal_quantile
 from ...style import palette
 from ..base import laid_out, log_time_grid
-from ..knobs import integer, real, reals, sequence_of
+from ..knobs import integer, integers, real, reals, sequence_of
 from ..spec import Figure
 from ..words import listed, markdown_table
 from . import fig7
 from ..ours import clusters
 
-_BASE = dict(splits=("1,2", "1,3", "2,2"), betas=(4.0, 6.0, 8.0), n_tokens=4, d=4, L=100,
+_BASE = dict(splits=("1,2", "1,3", "2,2"), betas=(4.0, 6.0, 8.0), uniform_tokens=(3, 4), d=4, L=100,
              one_plus_z0=1e-4, tol=1e-3, seed=0)
 SCALES = {
     "smoke": dict(_BASE, splits=("1,2", "2,2"), betas=(4.0,), n_traj=40, L=20, T=50.0,
@@ -63,14 +64,17 @@ def run(knobs, sweeps):
                     output_coords={"time": times})
     splits = splits.drop_vars("beta").assign_coords(beta_index=list(knobs["betas"])).rename(
         beta_index="beta")
-    uniform = sweeps({"beta": list(knobs["betas"])}, part="uniform", cell=fig7.cell,
-                     seed=knobs["seed"] + 1,
-                     fixed={**common, "times": times, "n_tokens": knobs["n_tokens"],
-                            "attention": "softmax"},
-                     output_dims={**{v: ("time",) for v in fig7._PER_TIME},
-                                  **{v: ("time", "minority") for v in fig7._PER_SPLIT}},
-                     output_coords={"time": times, "minority": list(
-                         range(1, knobs["n_tokens"] // 2 + 1))})
+    # one sweep per number of tokens (minority sizes differ), nan-padded on concatenation
+    uniform = [sweeps({"beta": list(knobs["betas"])}, part="uniform", cell=fig7.cell,
+                      seed=knobs["seed"] + 1,
+                      fixed={**common, "times": times, "n_tokens": n, "attention": "softmax"},
+                      output_dims={**{v: ("time",) for v in fig7._PER_TIME},
+                                   **{v: ("time", "minority") for v in fig7._PER_SPLIT}},
+                      output_coords={"time": times, "minority": list(range(1, n // 2 + 1))})
+               for n in knobs["uniform_tokens"]]
+    uniform_seconds = sum(float(u.attrs["cell_time_s"]) for u in uniform)
+    uniform = xr.concat(uniform, dim="uniform_tokens", join="outer").assign_coords(
+        uniform_tokens=list(knobs["uniform_tokens"]))
     ds = splits[["n_antipodal"]].rename(n_antipodal="n_split_antipodal")
     ds["n_split_traj"] = splits.n_traj
     for name in ("n_antipodal_pair", "n_split"):
@@ -84,22 +88,22 @@ def run(knobs, sweeps):
                 *clusters.parse_split(s), tol=knobs["tol"])[0][:, 0]
     ds["predicted"] = (("split", "beta", "time"), pred)
     ds.attrs.update({f"fixed_{k}": v for k, v in knobs.items() if np.isscalar(v)})
-    ds.attrs["cell_time_s"] = float(splits.attrs["cell_time_s"]) + float(uniform.attrs[
-        "cell_time_s"])
+    ds.attrs["cell_time_s"] = float(splits.attrs["cell_time_s"]) + uniform_seconds
     return ds
 
 
 def work(knobs) -> float:
     """Trajectory-layers of the splits and the uniform starts."""
     return float(knobs["n_traj"] * knobs["L"] * knobs["T"] * len(knobs["betas"])
-                 * (len(knobs["splits"]) + 1))
+                 * (len(knobs["splits"]) + len(knobs["uniform_tokens"])))
 
 
 def measured_work(ds):
     """(seconds of simulation, trajectory-layers)."""
     return float(ds.attrs["cell_time_s"]), work({
         "n_traj": int(ds.n_split_traj.max()), "L": ds.attrs["fixed_L"],
-        "T": ds.attrs["fixed_T"], "betas": ds.beta.values, "splits": ds.split.values})
+        "T": ds.attrs["fixed_T"], "betas": ds.beta.values, "splits": ds.split.values,
+        "uniform_tokens": ds.uniform_tokens.values})
 
 
 def _label(low, high, bound):
@@ -112,11 +116,12 @@ def summary(ds) -> dict:
     """Per split and beta: the surviving fraction at T, the exit rate over the last decade
     with its interval, the theory's rate on the same window and the exits it expects there,
     the label, and the largest |z| of the counts against the Kolmogorov prediction; per beta
-    the uniform starts' split shares; ``by_n``: per number of tokens, the betas at which every
+    the uniform starts' split shares, per number of tokens; ``by_n``: per number of tokens, the betas at which every
     split of it is metastable (no antipodal state of N tokens lasts)."""
     T, n_traj = float(ds.time.max()), int(ds.n_split_traj.max())
     t_from, bound = T / WINDOW, 1.0 / (RATE_BOUND_HORIZONS * T)
-    n_judged = ds.sizes["split"] * ds.sizes["beta"] + ds.sizes["beta"] * ds.sizes["minority"]
+    shares = [(int(N), m) for N in ds.uniform_tokens.values for m in range(1, int(N) // 2 + 1)]
+    n_judged = ds.sizes["beta"] * (ds.sizes["split"] + len(shares))
     z = normal_quantile(1.0 - (1.0 - LEVEL) / n_judged)
     t = ds.time.values
     late = t >= t_from
@@ -138,13 +143,13 @@ def summary(ds) -> dict:
                              label=_label(low, high, bound), max_abs_z=float(np.abs(zs).max())))
     at = int(np.searchsorted(t, t_from))
     uniform = []
-    for b in ds.beta.values:
-        sub = ds.sel(beta=b)
-        n = int(sub.uniform_n_traj)
-        for m in ds.minority.values:
-            count = sub.uniform_n_split.sel(minority=m).values
+    for N, m in shares:
+        for b in ds.beta.values:
+            sub = ds.sel(beta=b, uniform_tokens=N)
+            n = int(sub.uniform_n_traj)
+            count = sub.uniform_n_split.sel(minority=m).values.astype(int)
             rate, low, high, exits = tail_rate(t, count, t_from, z)
-            uniform.append(dict(beta=float(b), minority=int(m), share_T=float(count[-1] / n),
+            uniform.append(dict(n_tokens=N, beta=float(b), minority=m, share_T=count[-1] / n,
                                 share_early=float(count[at] / n), rate=rate, low=low,
                                 high=high, label=_label(low, high, bound)))
     by_n = {}
@@ -155,7 +160,7 @@ def summary(ds) -> dict:
     quiet = [r for r in rows if r["label"] != "metastable" and r["theory_rate"] > 0]
     meta = [r for r in rows if r["label"] == "metastable"]
     return {"rows": rows, "uniform": uniform, "T": T, "t_from": t_from, "t_at": float(t[at]),
-            "rate_bound": bound, "n_tokens": int(ds.attrs["fixed_n_tokens"]),
+            "rate_bound": bound, "uniform_tokens": [int(N) for N in ds.uniform_tokens.values],
             "z_level": z, "n_judged": n_judged, "n_traj": n_traj, "by_n": by_n,
             "max_expected_quiet": max((r["expected_exits"] for r in quiet), default=0.0),
             "max_z_theory": max((abs(r["z_theory"]) for r in meta), default=0.0),
@@ -203,7 +208,8 @@ def phrases(stats) -> dict:
                f"too rare to see: at most {stats['max_expected_quiet']:.1f} exits expected "
                "in this run.")
     uniform = "; ".join(
-        f"at $\\beta$ = {u['beta']:g} the {u['minority']}–{stats['n_tokens'] - u['minority']} "
+        f"for N = {u['n_tokens']} at $\\beta$ = {u['beta']:g} the "
+        f"{u['minority']}–{u['n_tokens'] - u['minority']} "
         f"split holds {u['share_early']:.0%} of the runs at $t$ = {stats['t_at']:.0f} and "
         f"{u['share_T']:.0%} at $T$" + (f", leaving at rate {_pm(u['low'], u['high'])}"
                                        if u["label"] == "metastable" else "")
@@ -228,8 +234,7 @@ def plot(ds):
     colours = dict(zip(ds.split.values, palette(ds.sizes["split"])))   # colour: split
     markers = dict(zip(ds.beta.values, "o^sDv"))                          # marker: beta
     for s, b in [(s, b) for b in ds.beta.values for s in ds.split.values]:
-        colour = colours[s]
-        sub = ds.sel(split=s, beta=b)
+        sub, colour = ds.sel(split=s, beta=b), colours[s]
         n = float(sub.n_split_traj)
         frac = sub.n_split_antipodal / n
         se = np.sqrt(np.maximum(frac * (1 - frac), 1.0 / n) / n)
@@ -240,13 +245,15 @@ def plot(ds):
            title="(a) exact splits (dashed: two-cluster diffusion)")
     ax.legend(ncol=2, loc="lower left")
     for colour, b in zip(palette(ds.sizes["beta"]), ds.beta.values):
-        sub = ds.sel(beta=b)
-        for m, mk in zip(ds.minority.values, "o^sv"):
-            axu.plot(ds.time, sub.uniform_n_split.sel(minority=m) / sub.uniform_n_traj,
-                     marker=mk, ms=3, color=colour, lw=1,
-                     label=f"β = {b:g}, split {m}–{int(ds.attrs['fixed_n_tokens']) - m}")
+        for N, ls in zip(ds.uniform_tokens.values, ("--", "-", ":")):
+            sub = ds.sel(beta=b, uniform_tokens=N)
+            for m, mk in zip(range(1, int(N) // 2 + 1), "o^sv"):
+                axu.plot(ds.time, sub.uniform_n_split.sel(minority=m) / sub.uniform_n_traj,
+                         marker=mk, ms=3, color=colour, lw=1, ls=ls,
+                         label=f"β = {b:g}, N = {int(N)}, split {m}–{int(N) - m}")
     axu.set(xscale="log", xlabel="time t", ylabel="share of trajectories",
-            title=f"(b) {int(ds.attrs['fixed_n_tokens'])} tokens from a uniform start")
+            title="(b) " + " and ".join(str(int(N)) for N in ds.uniform_tokens.values)
+            + " tokens from a uniform start")
     axu.legend(ncol=2, loc="best")
     return laid_out(fig)
 
@@ -256,6 +263,7 @@ FIGURE = Figure.declared(
     description="the conjecture after Figure 7: antipodal splits followed to T = 10^4, decay "
                 "rates against the two-cluster diffusion",
     schema={"splits": sequence_of(clusters._split), "betas": reals(0.0, 20.0, strict_min=True),
+            "uniform_tokens": integers(2, 16, distinct=True, increasing=True),
             "one_plus_z0": real(0.0, 2.0, strict_min=True), "t_min": real(0.0, strict_min=True),
             "n_times": integer(4)})
 compute, cost = FIGURE.compute, FIGURE.cost
