@@ -142,7 +142,10 @@ def _judge_conjecture(s):
             f"T = {s['T']:g}: leave at a positive rate (two-cluster theory's, within "
             f"{s['max_z_theory']:.1f} s.e.): {', '.join(meta) or 'none'}; balanced splits "
             + ("stay" if s["balanced_stable"] else "do not all stay") + "; no decay detected "
-            f"where ≤ {s['max_expected_quiet']:.1f} exits were expected")
+            f"where ≤ {s['max_expected_quiet']:.1f} exits were expected; from uniform starts "
+            "leave: " + (", ".join(f"{u['minority']}–{u['n_tokens'] - u['minority']} at β = "
+                                   f"{u['beta']:g}" for u in s["uniform"]
+                                   if u["label"] == "metastable") or "none"))
 
 
 def _judge_fig8(s):
