@@ -11,9 +11,10 @@ import pytest
 from stochastic_transformers import simulate
 from stochastic_transformers.config import ModelConfig, RunConfig
 from stochastic_transformers.figures import homog_heads
+from stochastic_transformers.random_attention import limits
 from stochastic_transformers.random_attention.limits import (
-    _attend, head_output_moments, linear_noise_spread, turning_mean_value,
-    upper_hemisphere_tokens)
+    _attend, head_output_moments, linear_noise_covariance, linear_noise_spread,
+    turning_mean_value, upper_hemisphere_tokens)
 
 D, N = 3, 4
 
@@ -34,7 +35,7 @@ def test_fixed_keys_leave_only_the_value_noise_exactly():
 
 def test_the_covariance_matches_direct_draws_of_the_weights():
     """C_A + sigma^2 C_V against the sample covariance of V m_A(x) over 100,000 direct draws
-    of (V, W, W'): every entry within 5 s.e. (about 1e-5 false alarms over 144 entries)."""
+    of (V, W, W'): every entry within 5 s.e. (about 1e-4 false alarms over 144 entries)."""
     model, x = _model(sigma=0.7), upper_hemisphere_tokens(N, D)
     c_a, c_v = head_output_moments(x, model, n_samples=1 << 16, seed=5)
     want = (c_a + 0.49 * c_v).reshape(N * D, N * D)
@@ -69,6 +70,32 @@ def test_one_layer_spread_is_the_one_step_covariance_of_the_chain():
         assert abs(dev.mean() - want) <= 4 * dev.std() / math.sqrt(n) + 1e-2 * want
 
 
+def test_the_propagated_covariance_matches_the_chain_and_needs_the_jacobian(monkeypatch):
+    """After 32 layers (t = 2) with 64 heads, every entry of the chain's 12 x 12 covariance
+    (4,000 trajectories) lies within 4.5 s.e. plus 2% of the largest entry of
+    (Sigma_A + Sigma_V) / H (the 2% for the O(1/H) terms; about 5e-4 false alarms over the 78
+    distinct entries).  The group turns, so the layers' Jacobians move the covariance between
+    entries: with J = I the same check fails (the trace alone would hardly see it)."""
+    x0, heads, n = upper_hemisphere_tokens(N, D), 64, 4000
+    ds = simulate(_model(n_heads=heads, eta=1 / 16),
+                  RunConfig(n_tokens=N, n_traj=n, L=32, T=1.0, seed=1,
+                            x0=np.broadcast_to(x0, (n, N, D)).copy()))
+    dev = ds.tokens.values.reshape(n, N * D)
+    dev = dev - dev.mean(axis=0)
+    prod = np.einsum("si,sj->sij", dev, dev)
+    emp, se = prod.mean(axis=0), prod.std(axis=0) / math.sqrt(n)
+
+    def within(jacobian_is_identity):
+        if jacobian_is_identity:
+            monkeypatch.setattr(limits, "_layer_jacobian", lambda step, x, h: np.eye(x.size))
+        sigma = linear_noise_covariance(x0, _model(eta=1 / 16), 32, n_samples=512, n_batches=4)
+        want = (sigma[0] + sigma[1]).mean(axis=0) / heads
+        return np.all(np.abs(emp - want) <= 4.5 * se + 0.02 * np.abs(want).max())
+
+    assert within(False)
+    assert not within(True)
+
+
 def test_the_spread_is_linear_in_sigma_squared_and_refuses_bad_input():
     x0 = upper_hemisphere_tokens(N, D)
     (s_a, s_a_se), (s_v, s_v_se) = linear_noise_spread(x0, _model(eta=0.1), 5, n_samples=256,
@@ -92,8 +119,10 @@ def test_the_figure_agrees_at_smoke_scale_and_checks_its_knobs_first():
     noisy = s["rows"][-1]
     # one head at sigma = 4 is far from linear noise; sixteen are close to it
     assert noisy["ratio_one"] < 0.5 < noisy["ratio_most"]
-    assert homog_heads.verdict_word(s) == "Reproduced"
-    assert homog_heads.phrases(s)["verdict"].startswith("**Reproduced**")
+    # from H = 4 to 16 at sigma = 4 the spread still falls slower than 1/H: only partly
+    assert [r["inverse_h"] for r in s["rows"]] == [True, True, False]
+    assert homog_heads.verdict_word(s) == "Partly reproduced"
+    assert "not everywhere like 1/H" in homog_heads.phrases(s)["verdict"]
     for bad, match in ((dict(heads=(4, 2)), "heads"), (dict(sigmas=(-1.0,)), "sigmas"),
                        (dict(L=0), "L")):
         with pytest.raises(ValueError, match=match):

@@ -171,6 +171,7 @@ WORSE = {
                                 _set(("by_d", "hemisphere", "*", "mitigated"), True)],
     "_judge_homog_overlap": [_set(("pairs", "common", "agree"), False)],
     "_judge_homog_prop4": [_set(("vanishes_at",), [])],
+    "_judge_homog_heads": [lambda s: [r.update(agrees=False) for r in s["rows"]]],
     "_judge_conjecture": [lambda s: s.update(by_n={n: [4.0] for n in s["by_n"]})],
     "_judge_homog_thm4": [_set(("fits", "*"), False)],
     "_judge_homog_laplace": [_set(("laplace_gaps",), [0.01, 0.02])],

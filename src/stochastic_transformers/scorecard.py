@@ -460,8 +460,9 @@ RESULTS: tuple[Result, ...] = (
            page=_NB + "homog_simplex", figure="homog_simplex", judge=_judge_homog_fig2),
     Result(_F, "Theorem 1", "weak error of the homogenized SDE ≤ Ce^{Ct}η(t+1)max(1, α)",
            page=_NB + "homog_rate", figure="homog_rate", judge=_judge_homog_thm1),
-    Result(_F, "Section 2.2 (many heads)", "the heads' noise averages: α ∝ η/H, so at a "
-           "fixed depth more heads lead from the SDE to the ODE", page=_NB + "homog_heads",
+    Result(_F, "Sections 2.2, 3.1 (many heads)", "the heads' fluctuations average: α ∝ η/H, "
+           "so at a fixed step and depth the noise falls like 1/H (our reading)",
+           page=_NB + "homog_heads",
            figure="homog_heads", judge=_judge_homog_heads),
     Result(_F, "Theorem 2", "simplex start: the Gram matrix stays a simplex, γ follows a "
            "scalar ODE", page=_NB + "homog_simplex", figure="homog_simplex",

@@ -58,7 +58,7 @@ from ..config import ModelConfig
 __all__ = ["mean_field", "drift", "covariant_derivative", "modified_drift", "ode_path",
            "sde_paths", "CORRECTIONS", "turning_mean_value", "turning_group",
            "upper_hemisphere_tokens", "phase", "expected_limit", "head_output_moments",
-           "linear_noise_spread"]
+           "linear_noise_covariance", "linear_noise_spread"]
 
 #: Forms of the ODE II drift: ``ours`` (:math:`b - \eta(\frac12\nabla_b b + cb)`) and
 #: ``printed`` (the follow-up's :math:`b - \frac\eta2\nabla_b b`).
@@ -342,11 +342,21 @@ def head_output_moments(x, model: ModelConfig, *, n_samples=2048, seed=0):
     return c_a, c_v
 
 
-def linear_noise_spread(x0, model: ModelConfig, n_layers, *, n_samples=2048, n_batches=8,
-                        seed=0, fd_step=1e-6):
-    r"""The spread :math:`S = \frac1N\sum_i E|x_i^L - E x_i^L|^2` of the chain after
-    ``n_layers`` layers from ``x0`` (N, d), at leading order in its noise (ours): the parts
-    ``(S_A, S_V)`` of :math:`H S = S_A + \sigma^2 S_V`, each with its Monte Carlo s.e.
+def _layer_jacobian(step, x, fd_step):
+    """The Jacobian (x.size, x.size) of the map ``step`` at x, by central differences."""
+    jac = np.empty((x.size, x.size))
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = fd_step
+        jac[:, k] = (step(x + e.reshape(x.shape)) - step(x - e.reshape(x.shape))).ravel()
+    return jac / (2.0 * fd_step)
+
+
+def linear_noise_covariance(x0, model: ModelConfig, n_layers, *, n_samples=2048, n_batches=8,
+                            seed=0, fd_step=1e-6):
+    r"""The covariance of the chain's tokens after ``n_layers`` layers from ``x0`` (N, d), at
+    leading order in its noise (ours): per batch, the parts :math:`\Sigma^A, \Sigma^V` of
+    :math:`H\Sigma = \Sigma^A + \sigma^2\Sigma^V`, shape (2, batches, N d, N d).
 
     About the noise-free path :math:`\bar X^{l+1} = G(\bar X^l)`,
     :math:`G(X) = \operatorname{normalize}(X + \eta F(X))` (the chain of infinitely many
@@ -355,12 +365,13 @@ def linear_noise_spread(x0, model: ModelConfig, n_layers, *, n_samples=2048, n_b
     :math:`J_l = DG(\bar X^l)` and :math:`P_l` the derivative of the normalisation at
     :math:`\bar X^l + \eta F(\bar X^l)`.  The H heads' fluctuations are independent, each of
     covariance :math:`C = C^A + \sigma^2 C^V` (:func:`head_output_moments`), so the deviations'
-    covariance obeys :math:`\Sigma^{l+1} = J_l\Sigma^l J_l^\top + \frac{\eta^2}{H}P_lC_lP_l^\top`
-    and :math:`S = \operatorname{tr}\Sigma^L/N` is :math:`1/H` times a constant, up to
-    :math:`O(1/H^2)`: the heads enter only through the follow-up's :math:`\alpha\propto\eta/H`.
-    :math:`J_l` is a central difference of G (step ``fd_step``) with the mean field of
-    ``n_samples`` antithetic pairs; the covariances come from ``n_batches`` independent
-    samples of ``n_samples`` pairs, whose spread gives the s.e.
+    covariance obeys :math:`\Sigma^{l+1} = J_l\Sigma^l J_l^\top + \frac{\eta^2}{H}P_lC_lP_l^\top`,
+    :math:`1/H` times a constant up to :math:`O(1/H^2)`: the heads enter only through the
+    follow-up's :math:`\alpha\propto\eta/H`.  :math:`J_l` is a central difference of G (step
+    ``fd_step``) and G uses the mean field of one sample of ``n_samples`` antithetic pairs;
+    the covariances C come from ``n_batches`` further samples (one batch when
+    ``model.sigma_qk`` is 0, where C is exact).  The spread of the batches measures C's
+    sampling error only, not the mean field's.
     """
     model = _check_model(model)
     x = _check_tokens(x0, model)
@@ -374,16 +385,10 @@ def linear_noise_spread(x0, model: ModelConfig, n_layers, *, n_samples=2048, n_b
         y = y + eta * mean_field(y, model, **field)
         return y / np.linalg.norm(y, axis=-1, keepdims=True)
 
-    # sigma_qk = 0: C is exact, every batch the same
     batches = n_batches if model.sigma_qk > 0.0 else 1
     sigma = np.zeros((2, batches, size, size))          # the A and V parts, per batch
     for _layer in range(n_layers):
-        jac = np.empty((size, size))
-        for k in range(size):
-            e = np.zeros(size)
-            e[k] = fd_step
-            jac[:, k] = (step(x + e.reshape(x.shape)) - step(x - e.reshape(x.shape))).ravel()
-        jac /= 2.0 * fd_step
+        jac = _layer_jacobian(step, x, fd_step)
         y = x + eta * mean_field(x, model, **field)
         r = np.linalg.norm(y, axis=-1)
         u = y / r[:, None]
@@ -397,9 +402,19 @@ def linear_noise_spread(x0, model: ModelConfig, n_layers, *, n_samples=2048, n_b
                 noise = proj @ c.reshape(size, size) @ proj.T
                 sigma[p, b] = jac @ sigma[p, b] @ jac.T + eta * eta * noise
         x = u
-    spread = np.trace(sigma, axis1=2, axis2=3) / x.shape[0]      # (2, batches)
+    return sigma
+
+
+def linear_noise_spread(x0, model: ModelConfig, n_layers, **options):
+    r"""The spread :math:`S = \frac1N\sum_i E|x_i^L - E x_i^L|^2` of the chain after
+    ``n_layers`` layers, at leading order in its noise (ours): the parts ``(S_A, S_V)`` of
+    :math:`H S = S_A + \sigma^2 S_V`, each as (mean, s.e. over the batches); the trace over N
+    of :func:`linear_noise_covariance` (same ``options``).
+    """
+    sigma = linear_noise_covariance(x0, model, n_layers, **options)
+    spread = np.trace(sigma, axis1=2, axis2=3) / np.asarray(x0).shape[0]      # (2, batches)
     mean = spread.mean(axis=1)
-    se = (spread.std(axis=1, ddof=1) / math.sqrt(batches) if batches > 1
+    se = (spread.std(axis=1, ddof=1) / math.sqrt(spread.shape[1]) if spread.shape[1] > 1
           else np.zeros(2))
     return (float(mean[0]), float(se[0])), (float(mean[1]), float(se[1]))
 
