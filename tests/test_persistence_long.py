@@ -74,5 +74,13 @@ def test_uniform_starts_of_three_and_four_tokens_are_judged_split_by_split():
     assert [(u["n_tokens"], u["minority"]) for u in s["uniform"]] == [(3, 1), (4, 1), (4, 2)]
     assert s["n_judged"] == ds.sizes["beta"] * (ds.sizes["split"] + 3)
     assert "for N = 3" in pl.phrases(s)["uniform"]
+    # the counts and times cover all three sweeps, and the uniform ones are named
+    assert ds.attrs["n_cells"] == ds.sizes["split"] * ds.sizes["beta"] + 2 * ds.sizes["beta"]
+    assert ds.attrs["uniform_cell_function"].endswith("fig7.cell")
+    t, w = pl.measured_work(ds)
+    assert t == ds.attrs["cell_time_s"] and w == pl.work(dict(
+        n_traj=40, L=20, T=50.0, betas=(4.0,), splits=("1,2", "2,2"), uniform_tokens=(3, 4)))
+    lines = pl.plot(ds).axes[1].get_lines()
+    assert len(lines) == 3                         # N = 3: 1-2; N = 4: 1-3 and 2-2
     with pytest.raises(ValueError, match="uniform_tokens"):
         pl.compute("smoke", uniform_tokens=(4, 3), progress=False)

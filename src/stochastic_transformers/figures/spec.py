@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .._validation import SCALE_NAMES, check_choice
 from . import base
 from .base import sweep_seconds, trajectory_layers
@@ -290,12 +292,13 @@ class Figure:
 
 
 def _committed_source(ds, path: str, what: str) -> str:
-    """The sentence that names a committed result: its file, commit and wall time."""
-    commit = str(ds.attrs.get("git_commit", "unknown"))[:7]
-    wall = ds.attrs.get("wall_time_s")
-    if wall is None:
-        cost = ""
-    else:
-        cost = f", {float(wall):,.0f} s of wall time" if float(wall) >= 1 else \
-            ", under 1 s of wall time"
+    """The sentence that names a committed result: its file, commit and wall time, and the
+    cells read from the cache of an earlier run (which cost no wall time in this one)."""
+    commit, a = str(ds.attrs.get("git_commit", "unknown"))[:7], ds.attrs
+    wall = float(a.get("wall_time_s", -1.0))
+    cost = "" if wall < 0 else f", {wall:,.0f} s of wall time" if wall >= 1 else \
+        ", under 1 s of wall time"
+    n = [int(np.nan_to_num(float(a.get(f"n_cells{k}", 0)))) for k in ("", "_computed", "_cached")]
+    cost += (f"; {n[1]} of {n[0]} cells computed in this run, the others read from its cache, "
+             f"{float(a['cell_time_s']):,.0f} s of cell time in all") if n[2] else ""
     return f"{what} ({path}, commit {commit}{cost})"

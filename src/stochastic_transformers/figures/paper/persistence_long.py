@@ -13,7 +13,6 @@ starts are followed split by split (the share of each minority size over time).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import xarray as xr
@@ -21,6 +20,7 @@ import xarray as xr
 from ... import two_clusters
 from ...stats import exit_rate as tail_rate  # noqa: F401 (the page's name for it)
 from ...stats import normal_quantile
+from ...sweep import summed_attrs
 from ...style import palette
 from ..base import laid_out, log_time_grid
 from ..knobs import integer, integers, real, reals, sequence_of
@@ -87,10 +87,11 @@ def run(knobs, sweeps):
                 *clusters.parse_split(s), tol=knobs["tol"])[0][:, 0]
     ds["predicted"] = (("split", "beta", "time"), pred)
     ds.attrs.update({f"fixed_{k}": v for k, v in knobs.items() if np.isscalar(v)})
-    # the provenance of all three sweeps, not the first one's alone
-    for key in ("n_cells", "n_cells_computed", "n_cells_cached", "cell_time_s",
-                "cell_time_computed_s", "wall_time_s"):
-        ds.attrs[key] = splits.attrs[key] + sum(u.attrs[key] for u in parts)
+    # the counts and times of every sweep, not the first one's alone, and what the uniform
+    # sweeps ran
+    ds.attrs.update(summed_attrs([splits, *parts]), uniform_sweep_seed=knobs["seed"] + 1,
+                    uniform_cell_function=parts[0].attrs["cell_function"],
+                    fixed_uniform_tokens=list(knobs["uniform_tokens"]))
     return ds
 
 
@@ -116,10 +117,9 @@ def _label(low, high, bound):
 
 def summary(ds) -> dict:
     """Per split and beta: the surviving fraction at T, the exit rate over the last decade
-    with its interval, the theory's rate on the same window and the exits it expects there,
-    the label, and the largest |z| of the counts against the Kolmogorov prediction; per beta
-    the uniform starts' split shares, per number of tokens; ``by_n``: per number of tokens, the betas at which every
-    split of it is metastable (no antipodal state of N tokens lasts)."""
+    with its interval, the theory's rate there and the exits it expects, the label, and the
+    largest |z| of the counts against the Kolmogorov prediction; per N and beta the uniform
+    starts' split shares; ``by_n``: per N, the betas at which every split is metastable."""
     T, n_traj = float(ds.time.max()), int(ds.n_split_traj.max())
     t_from, bound = T / WINDOW, 1.0 / (RATE_BOUND_HORIZONS * T)
     shares = [(int(N), m) for N in ds.uniform_tokens.values for m in range(1, int(N) // 2 + 1)]
@@ -182,11 +182,9 @@ def verdict_word(stats) -> str:
         else "Reproduced"
 
 
-def _pm(low, high):
-    """The interval ``[low, high]`` as ``rate ± half-width`` in the half-width's power of ten."""
-    mid, half = 0.5 * (low + high), 0.5 * (high - low)
-    e = math.floor(math.log10(half)) if half > 0 else 0
-    return f"({mid / 10**e:.1f} ± {half / 10**e:.1f})e{e}"
+def _pm(rate, low, high):
+    """The fitted rate and its interval (the lower end clipped at 0)."""
+    return f"{rate:.1e} [{low:.1e}, {high:.1e}]"
 
 
 def phrases(stats) -> dict:
@@ -206,19 +204,20 @@ def phrases(stats) -> dict:
         parts.append(text)
     verdict = (f"**{verdict_word(stats)}**: " + "; ".join(parts) + ". Where a split leaves, its "
                f"rate agrees with the two-cluster theory's (within {stats['max_z_theory']:.1f} "
-               "s.e.). Where none is seen to leave, the theory still predicts departures, "
+               "s.e.). Where no departure is detected, the theory still predicts departures, "
                f"too rare to see: at most {stats['max_expected_quiet']:.1f} exits expected "
                "in this run.")
     uniform = "; ".join(
         f"for N = {u['n_tokens']} at $\\beta$ = {u['beta']:g} the "
         f"{u['minority']}–{u['n_tokens'] - u['minority']} "
         f"split holds {u['share_early']:.0%} of the runs at $t$ = {stats['t_at']:.0f} and "
-        f"{u['share_T']:.0%} at $T$" + (f", leaving at rate {_pm(u['low'], u['high'])}"
-                                       if u["label"] == "metastable" else "")
+        f"{u['share_T']:.0%} at $T$"
+        + (f", leaving at rate {_pm(u['rate'], u['low'], u['high'])}"
+           if u["label"] == "metastable" else "")
         for u in stats["uniform"])
     rows = [[r["split"].replace(",", "–"), f"{r['beta']:g}", f"{r['final']:.3f}",
              f"{r['predicted_final']:.3f}", f"{r['exits']:.0f}",
-             _pm(r["low"], r["high"]) if r["exits"] else f"below {r['high']:.1e}",
+             _pm(r["rate"], r["low"], r["high"]) if r["exits"] else f"below {r['high']:.1e}",
              f"{r['theory_rate']:.1e}", r["label"], f"{r['max_abs_z']:.1f}"]
             for r in stats["rows"]]
     table = markdown_table(("split", "β", "antipodal at T", "theory", "exits in window",
@@ -247,7 +246,7 @@ def plot(ds):
            title="(a) exact splits (dashed: two-cluster diffusion)")
     ax.legend(ncol=2, loc="lower left")
     for colour, b in zip(palette(ds.sizes["beta"]), ds.beta.values):
-        for N, ls in zip(ds.uniform_tokens.values, ("--", "-", ":")):
+        for N, ls in zip(ds.uniform_tokens.values, (":", "-", "-.")):
             sub = ds.sel(beta=b, uniform_tokens=N)
             for m, mk in zip(range(1, int(N) // 2 + 1), "o^sv"):
                 axu.plot(ds.time, sub.uniform_n_split.sel(minority=m) / sub.uniform_n_traj,
