@@ -199,3 +199,21 @@ def test_a_range_of_numbers_needs_its_step():
     assert knob_checks.parse_knob("betas", "0:1:0.5", (0.0,)) == (0.0, 0.5, 1.0)
     with pytest.raises(ValueError, match="needs its step"):
         knob_checks.parse_knob("betas", "0:4", (0.0,))
+
+
+def test_the_measured_work_is_the_work_of_the_knobs_a_dataset_ran():
+    """From the knobs it records; for an older file, from its scale's knobs, refused where a
+    knob its sweep held fixed, or an override, says it ran other ones."""
+    import json
+
+    import xarray as xr
+
+    figure = FIGURES["homog_heads"]
+    smoke = figure.knobs("smoke")
+    ds = xr.Dataset(attrs={"scale": "smoke", "cell_time_s": 2.0, "fixed_L": smoke["L"]})
+    assert figure.measured(ds) == (2.0, figure.work(smoke))
+    ds.attrs["knobs"] = json.dumps({**smoke, "n_traj": 2 * smoke["n_traj"]})
+    assert figure.measured(ds) == (2.0, 2 * figure.work(smoke))
+    for attrs in ({"fixed_L": 2 * smoke["L"]}, {"overrides": "n_traj=10"}):
+        with pytest.raises(ValueError, match="did not run its scale's knobs"):
+            figure.measured(xr.Dataset(attrs={"scale": "smoke", "cell_time_s": 2.0, **attrs}))

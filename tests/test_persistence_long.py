@@ -77,7 +77,7 @@ def test_uniform_starts_of_three_and_four_tokens_are_judged_split_by_split():
     # the counts and times cover all three sweeps, and the uniform ones are named
     assert ds.attrs["n_cells"] == ds.sizes["split"] * ds.sizes["beta"] + 2 * ds.sizes["beta"]
     assert ds.attrs["uniform_cell_function"].endswith("fig7.cell")
-    t, w = pl.measured_work(ds)
+    t, w = pl.FIGURE.measured(ds)
     assert t == ds.attrs["cell_time_s"] and w == pl.work(dict(
         n_traj=40, L=20, T=50.0, betas=(4.0,), splits=("1,2", "2,2"), uniform_tokens=(3, 4)))
     lines = pl.plot(ds).axes[1].get_lines()

@@ -19,6 +19,7 @@ list in :mod:`stochastic_transformers.figures`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -152,7 +153,7 @@ class Figure:
         ``work(knobs)``: units of work of a run (trajectory-layers for most);
         ``seconds_per_work``: the rate measured on the committed paper run (where is
         written beside it); ``measured_work(ds) -> (seconds, work)`` for a dataset whose
-        work is not its sweep's trajectory-layers.
+        work is not ``work`` of the knobs it ran (:meth:`measured`).
     stand_in : (str, str), optional
         ``(name, description)`` of a committed result shown where the paper scale needs
         what these machines lack (Figure 2: CIFAR-10 and a GPU).
@@ -234,7 +235,8 @@ class Figure:
         ``overrides`` replace individual knobs; every knob is checked first.  ``scheduler``
         is a Dask scheduler address (None: the scale's default, in-process for smoke, a
         local cluster otherwise); ``cache_dir`` keeps finished cells so that a killed run
-        resumes.  The dataset records ``scale`` and ``figure`` (the id) as attributes.
+        resumes.  The dataset records ``scale``, ``figure`` (the id) and its ``knobs`` (JSON)
+        as attributes.
         """
         knobs = self.knobs(scale, overrides)
         sweeps = Sweeps(self, scale, scheduler, cache_dir, progress)
@@ -244,15 +246,31 @@ class Figure:
             grid = {dim: _as_list(knobs[knob]) for dim, knob in self.grid.items()}
             raw = sweeps(grid, fixed={k: knobs[k] for k in self.fixed}, seed=knobs["seed"])
             ds = raw if self.finish is None else self.finish(raw, knobs)
-        ds.attrs.update(scale=scale, figure=self.id)
+        ds.attrs.update(scale=scale, figure=self.id, knobs=json.dumps(
+            knobs, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
         return ds
 
     # ------------------------------------------------------------------ cost
     def measured(self, ds) -> tuple[float, float]:
-        """``(seconds of simulation, work)`` of a dataset this figure computed."""
+        """``(seconds of simulation, work)`` of a dataset this figure computed: ``work`` of the
+        knobs it records, or (a file older than that attribute, run without overrides) of its
+        scale's knobs, checked against every knob its sweeps record as fixed; without
+        ``work`` or a scale, the sweep's trajectory-layers."""
         if self.measured_work is not None:
             return self.measured_work(ds)
-        return sweep_seconds(ds), trajectory_layers(ds)
+        a = ds.attrs
+        if self.work is None or ("knobs" not in a and "scale" not in a):
+            return sweep_seconds(ds), trajectory_layers(ds)
+        if "knobs" in a:
+            return sweep_seconds(ds), self.work(json.loads(a["knobs"]))
+        knobs = self.knobs(a["scale"])
+        off = [k for k, v in knobs.items() if np.isscalar(v) and f"fixed_{k}" in a
+               and a[f"fixed_{k}"] != v] + ([] if a.get("overrides", "none") == "none"
+                                            else ["overrides"])
+        if off:
+            raise ValueError(f"{self.id}: this dataset did not run its scale's knobs "
+                             f"({', '.join(off)} differ): its work is unknown")
+        return sweep_seconds(ds), self.work(knobs)
 
     def cost(self, scale: str, ds=None) -> float:
         """Projected seconds of simulation (summed over cells) for ``scale``: ``work`` of the

@@ -86,13 +86,6 @@ def work(knobs) -> float:
     return float(knobs["n_traj"] * knobs["L"] * sum(knobs["heads"]) * len(knobs["sigmas"]))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layer-heads)."""
-    return float(ds.attrs["cell_time_s"]), work(
-        {"n_traj": int(ds.n_traj.max()), "L": int(ds.attrs["fixed_L"]),
-         "heads": ds.n_heads.values, "sigmas": ds.sigma.values})
-
-
 def predicted(ds, sigma):
     """The linear-noise constant :math:`S_A + \\sigma^2 S_V` (the limit of H S_H) and its s.e."""
     a = ds.attrs

@@ -92,11 +92,6 @@ def work(knobs) -> float:
     return float(len(LAWS) * len(knobs["dims"]) * knobs["n_traj"] * knobs["n_layers"])
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return float(ds.attrs["cell_time_s"]), float(ds.n_traj.sum() * ds.attrs["fixed_n_layers"])
-
-
 def summary(ds) -> dict:
     """Per law: the largest |z| of the mean against the Gaussian limit, the KS p-values
     against the Gaussian runs per d and the d where one is below KS_ALPHA (``told_apart``),

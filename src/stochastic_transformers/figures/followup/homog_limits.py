@@ -132,12 +132,6 @@ def work(knobs) -> float:
     return float(knobs["n_traj"] * sum(knobs["Ls"]) * len(knobs["gammas"]) * len(knobs["nus"]))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return float(ds.attrs["cell_time_s"]), work({"n_traj": int(ds.n_traj.max()), "Ls": ds.L.values,
-                                                 "gammas": ds.gamma, "nus": ds.nu})
-
-
 def _agrees(label, expected):
     """Whether a label is the expected one (noise: when nothing simpler than the SDE fits; a
     cell with no definite prediction has nothing to disagree with)."""

@@ -93,13 +93,6 @@ def work(knobs) -> float:
                  * sum(n * n for n in knobs["ns"]))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layer-token^2)."""
-    return float(ds.attrs["cell_time_s"]), work({
-        "n_traj": int(ds.n_traj.max()), "L": int(ds.attrs["fixed_L"]),
-        "times": ds.t.values, "ns": ds.n_tokens.values})
-
-
 def _floor(n, e, se):
     """E(n) = a/n + b by weighted least squares: the floor b (the squared distance left as
     n -> infinity) with its s.e., inflated by the misfit."""

@@ -88,13 +88,6 @@ def work(knobs) -> float:
     return float(layers * (3 * knobs["n_pairs"] + knobs["n_many"] * (1 + knobs["many_tokens"])))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    knobs = {k: int(ds.attrs[k]) for k in ("n_pairs", "n_many", "many_tokens")}
-    return float(ds.attrs["cell_time_s"]), work(dict(knobs, L=int(ds.attrs["fixed_L"]),
-                                                     taus=list(ds.tau.values)))
-
-
 def summary(ds) -> dict:
     """Per noise, ``pairs``: the largest |z| of the two-token mean overlap and antipodal share
     against the limit and whether both are within AGREE_Z; ``contrast``: at the longest clock,

@@ -124,14 +124,6 @@ def work(knobs) -> float:
     return float(knobs["n_traj"] * sum(knobs["t_final"] * 2 ** k for k in ks))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return float(ds.attrs["cell_time_s"]), work(
-        {"n_traj": int(ds.n_traj.max()), "ks": [int(k) for k in ds.k.values],
-         "k_max_diffusive": int(ds.attrs.get("fixed_k_max_diffusive", max(ds.k.values))),
-         "t_final": float(ds.attrs["fixed_t_final"])})
-
-
 def summary(ds) -> dict:
     """Fitted orders (:func:`~stochastic_transformers.stats.log_log_slope`) against the
     predictions (:data:`NOISE_FREE`; diffusive: 1), and the check of the limit."""

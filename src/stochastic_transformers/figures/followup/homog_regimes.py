@@ -83,12 +83,6 @@ def work(knobs) -> float:
     return float(knobs["n_traj"] * sum(knobs["Ls"]) * sum(knobs["heads"]) * len(knobs["gammas"]))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layer-heads) of a computed dataset."""
-    return float(ds.attrs["cell_time_s"]), work({"n_traj": int(ds.n_traj.max()), "Ls": ds.L.values,
-                                                 "heads": ds.n_heads.values, "gammas": ds.gamma})
-
-
 def _verdicts(ds, n_heads) -> dict:
     """The regime verdicts at ``n_heads`` heads (see :func:`summary`): the weighted slope of
     log MSD in log L (:func:`~stochastic_transformers.stats.log_log_slope`) and whether it holds."""

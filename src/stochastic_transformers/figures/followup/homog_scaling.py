@@ -129,13 +129,6 @@ def work(knobs) -> float:
                  * sum(knobs["dims"]))
 
 
-def measured_work(ds):
-    """(seconds of simulation, work) of a computed dataset."""
-    return float(ds.attrs["cell_time_s"]), work({
-        "n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
-        "Ns": [int(n) for n in ds.n_tokens.values], "dims": [int(d) for d in ds.d.values]})
-
-
 def _scaling_summary(sub, ns, logistic):
     """One scaling at one d: t_1/2 and its ratio to the logistic law's, the slope of its log in
     log N over the finite points (s.e. inflated by the misfit), the verdict and the gaps."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import xarray as xr
 
 from ...random_attention.slow_motion import CONSTANTS, mean_field_kernel, sea_kernel
 from ...stats import normal_quantile, weighted_least_squares

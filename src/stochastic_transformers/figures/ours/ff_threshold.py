@@ -23,7 +23,7 @@ from ...activations import ODD_ACTIVATIONS
 from ...config import RunConfig
 from ...stats import weighted_least_squares, z_digest
 from ...style import palette
-from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
+from ..base import cell_threads, knob_attr, laid_out
 from ..knobs import all_of, choice, integers, real, whole_layers
 from ..spec import Figure
 from ..words import markdown_table, signed, verdict
@@ -136,11 +136,6 @@ def work(knobs) -> float:
     """Trajectory-layers a run schedules: n_traj * L * T per cell, summed over ``Ls``."""
     cells = len(knobs["d"]) * len(knobs["rs"]) * len(knobs["betas"])
     return float(knobs["n_traj"] * knobs["T"] * sum(knobs["Ls"]) * cells)
-
-
-def measured_work(ds) -> tuple[float, float]:
-    """(cell seconds, trajectory-layers) of a computed run: L is a grid dimension here."""
-    return sweep_seconds(ds), float((ds.n_traj * ds.L).sum()) * float(knob_attr(ds, "T"))
 
 
 def _falls_with_r(ds) -> bool:

@@ -24,7 +24,7 @@ from ...config import configs_from_flat
 from ...simulation import full_method
 from ...style import palette
 from ..base import (add_outcome_fractions, cell_threads, knob_attr, laid_out, log_time_grid,
-                    on_time_axis, sweep_seconds)
+                    on_time_axis)
 from ..knobs import integer
 from ..spec import Figure
 from ..words import markdown_table
@@ -302,12 +302,6 @@ def work(knobs) -> float:
     which slightly underestimates for larger N: attention costs N^2)."""
     return float(2 * knobs["n_traj"] * knobs["n_tokens"] * knobs["L"] * knobs["T"]
                  * len(knobs["betas"]))
-
-
-def measured_work(ds) -> tuple[float, float]:
-    """(seconds of simulation, token-trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float(2 * ds.sizes["trajectory"] * int(knob_attr(ds, "n_tokens"))
-                                    * ds.attrs["fixed_L"] * ds.attrs["fixed_T"] * ds.sizes["beta"])
 
 
 def plot(ds, n_show=N_SHOW):

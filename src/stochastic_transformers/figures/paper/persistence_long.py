@@ -101,14 +101,6 @@ def work(knobs) -> float:
                  * (len(knobs["splits"]) + len(knobs["uniform_tokens"])))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layers)."""
-    return float(ds.attrs["cell_time_s"]), work({
-        "n_traj": int(ds.n_split_traj.max()), "L": ds.attrs["fixed_L"],
-        "T": ds.attrs["fixed_T"], "betas": ds.beta.values, "splits": ds.split.values,
-        "uniform_tokens": ds.uniform_tokens.values})
-
-
 def _label(low, high, bound):
     if low > 0:
         return "metastable"
@@ -200,7 +192,7 @@ def phrases(stats) -> dict:
             ("the balanced split stays" if stay else "no split is shown to leave"))
         if meta and not betas:
             text += " while " + ", ".join(sorted({r["split"].replace(",", "–") for r in meta})) \
-                + f" leaves at $\\beta$ = " + listed(sorted({r["beta"] for r in meta}), "g")
+                + " leaves at $\\beta$ = " + listed(sorted({r["beta"] for r in meta}), "g")
         parts.append(text)
     verdict = (f"**{verdict_word(stats)}**: " + "; ".join(parts) + ". Where a split leaves, its "
                f"rate agrees with the two-cluster theory's (within {stats['max_z_theory']:.1f} "

@@ -25,7 +25,7 @@ from ..._validation import check_real
 from ...kernels import control_variate
 from ...stats import fit_corrected_order, fit_order, fit_two_term, pooled_mean_se
 from ...style import palette
-from ..base import cell_threads, knob_attr, laid_out, sweep_seconds
+from ..base import cell_threads, knob_attr, laid_out
 from ..knobs import all_of, choices, integer, integers, real, reals, whole_layers
 from ..spec import Figure
 from . import _thm1_page as _page
@@ -165,11 +165,6 @@ SECONDS_PER_WORK = 2.2e-7
 def work(knobs) -> float:
     """Trajectory-layers of a run (max(times) * L per trajectory and L; no Kolmogorov time)."""
     return float(knobs["n_traj"] * sum(knobs["Ls"]) * max(knobs["times"]))
-
-
-def measured_work(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    return sweep_seconds(ds), float((ds.n_traj * ds.L).sum()) * float(ds.time.max())
 
 
 #: A fitted order within this many standard errors of 1 counts as first-order convergence.

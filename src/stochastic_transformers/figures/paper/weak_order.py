@@ -70,12 +70,6 @@ def work(knobs) -> float:
     return float(knobs["n_traj"] * knobs["t"] * sum(knobs["Ls"]) * cases)
 
 
-def measured_work(ds) -> tuple[float, float]:
-    """(seconds of simulation, trajectory-layers) of a computed dataset."""
-    runs = ds.n_traj.isel(function=0) * ds.L * float(ds.attrs["fixed_t"])
-    return float(ds.attrs["cell_time_s"]), float(runs.sum())
-
-
 def _doubling(name, values, knobs):
     """Depth scales that double from one to the next (the differences need L and 2L)."""
     if any(b != 2 * a for a, b in zip(values, values[1:])):
