@@ -352,7 +352,8 @@ def test_a_range_of_inverse_temperatures_without_a_step_is_refused(capsys):
 #: A value just outside the library's range for each shared knob a figure may have.
 OUT_OF_RANGE = {"betas": (val.BETA_MAX * 2,), "beta": val.BETA_MAX * 2,
                 "sigma": val.SIGMA_MAX * 2, "epsilons": (val.EPSILON_MAX * 2,), "tol": 1.0,
-                "stop_level": 1.0, "n_traj": 0, "L": 0, "T": -1.0, "d": 1}
+                "stop_level": 1.0, "n_traj": 0, "L": 0, "T": -1.0, "d": 1,
+                "rs": (val.FF_STRENGTH_MAX * 2,), "lr": 2.0, "weight_decay": 2.0}
 
 
 def _figure_ids():

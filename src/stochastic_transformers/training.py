@@ -408,9 +408,11 @@ class TrainConfig:
         check_int("epochs", self.epochs, 1, 100_000)
         check_int("warmup_epochs", self.warmup_epochs, 0, self.epochs)
         check_int("batch_size", self.batch_size, 1, 1_000_000)
-        check_real("lr", self.lr, 0.0, strict_min=True)
+        # AdamW steps of more than the weights' own size, or a decay of more than all of them
+        # per unit of lr, only diverge: a NaN loss, not a result
+        check_real("lr", self.lr, 0.0, 1.0, strict_min=True)
         check_real("min_lr", self.min_lr, 0.0, self.lr)
-        check_real("weight_decay", self.weight_decay, 0.0)
+        check_real("weight_decay", self.weight_decay, 0.0, 1.0)
         if len(self.betas) != 2:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         for b in self.betas:
