@@ -108,8 +108,9 @@ def laid_out(fig, title=None, **layout):
 
 # ----------------------------------------------------------------------------- costs
 def sweep_seconds(ds) -> float:
-    """Summed compute time of a sweep dataset's cells (its ``cell_time_s`` attribute)."""
-    return float(ds.attrs["cell_time_s"])
+    """Summed compute time of a sweep dataset's cells (its ``cell_time_s`` attribute), and of
+    its refinement sweep's (``refine_cell_time_s``) where it has one."""
+    return float(ds.attrs["cell_time_s"]) + float(ds.attrs.get("refine_cell_time_s", 0.0))
 
 
 def trajectory_layers(ds) -> float:

@@ -129,11 +129,3 @@ def work(knobs) -> float:
     per_d = knobs["n_traj"] * knobs["n_layers"] * knobs["n_tokens"]
     return float(per_d * sum(knobs["d"]) * len(knobs["bs"])
                  + per_d * (1 + REFINE_FACTOR) * max(knobs["d"]))
-
-
-def measured_work(ds):
-    """(seconds of simulation, work) of a computed dataset, the refinement included."""
-    knobs = {"n_traj": int(ds.n_traj.max()), "n_layers": int(ds.attrs["fixed_n_layers"]),
-             "n_tokens": int(ds.attrs["fixed_n_tokens"]), "d": [int(v) for v in ds.d.values],
-             "bs": list(ds.b.values)}
-    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)

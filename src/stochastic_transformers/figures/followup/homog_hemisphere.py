@@ -18,7 +18,7 @@ import numpy as np
 from ...random_attention.homogenized import hemisphere_tokens
 from ..spec import Figure
 from . import homog_logistic
-from .homog_logistic import cell, measured_work, phrases, plot, run, table, work  # noqa: F401
+from .homog_logistic import cell, phrases, plot, run, table, work  # noqa: F401
 
 #: The uniform page's scales from d = 16 (the start needs d > N), with the d and b the page
 #: quotes at every scale.

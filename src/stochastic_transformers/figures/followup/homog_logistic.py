@@ -28,8 +28,7 @@ from ..knobs import all_of, choice, integers
 from ..spec import Figure
 from ..words import listed
 from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_panel, gap_table,
-                    measured_work, on_schedule, refinement_summary, schedule, with_refinement,
-                    work)
+                    on_schedule, refinement_summary, schedule, with_refinement, work)
 
 _BASE = dict(n_tokens=8, bs=(0.0, 0.5, 1.0), t_max=6.0, n_layers=300, n_times=31,
              start="uniform", seed=0)

@@ -117,14 +117,6 @@ def work(knobs) -> float:
     return float(main + knobs["n_traj"] * knobs["T"] * sum(knobs["refine_Ls"]))
 
 
-def measured_work(ds):
-    """(seconds of simulation, trajectory-layers) of a computed dataset, refinement included."""
-    knobs = {"d": list(ds.d.values), "betas": list(ds.beta.values), "n_traj": int(ds.n_traj.max()),
-             "L": int(ds.attrs["fixed_L"]), "T": float(ds.attrs["fixed_T"]),
-             "refine_Ls": [int(v) for v in ds.refine_L.values]}
-    return float(ds.attrs["cell_time_s"]) + float(ds.attrs["refine_cell_time_s"]), work(knobs)
-
-
 def summary(ds) -> dict:
     """Agreement with the limit at T (every |z| within Z_MAX) per model; per d of the random
     keys the largest |z|, the beta of the largest fraction and whether the fraction at the

@@ -30,8 +30,7 @@ from ..knobs import all_of, integer, integers
 from ..spec import Figure
 from ..words import listed
 from .clock import (CLOCK_SCHEMA, clock_sweeps, decay_exponent, gap_panel, gap_table,
-                    measured_work, on_schedule, refinement_summary, schedule, with_refinement,
-                    work)
+                    on_schedule, refinement_summary, schedule, with_refinement, work)
 
 _BASE = dict(n_tokens=8, d=(32, 64, 128), gamma0=0.1, bs=(0.0, 1.0, 2.0, 4.0, 8.0), t_max=4.0,
              n_layers=400, n_times=21, theory_samples=8000, seed=0)
