@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...stats import log_log_slope
 from ...style import palette
 from ..knobs import integer, real, reals
 from ..words import markdown_table, signed
@@ -77,10 +78,7 @@ def extrapolated(gaps):
 
 def decay_exponent(d, values) -> float:
     """Unweighted least-squares slope of log ``values`` against log ``d``; nan below 2 points."""
-    values = np.asarray(values)
-    if values.size < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(np.asarray(d, dtype=float)), np.log(values), 1)[0])
+    return log_log_slope(d, values)[0] if np.size(values) >= 2 else float("nan")
 
 
 def refinement_summary(ds) -> dict:

@@ -22,7 +22,7 @@ import numpy as np
 from ... import simulate, theory, two_clusters
 from ..._validation import ATTENTIONS
 from ...config import ModelConfig, RunConfig
-from ...stats import add_fraction_where, binomial_z
+from ...stats import add_fraction_where, binomial_z, log_log_slope
 from ...style import palette
 from ...sweep import summed_attrs
 from ..base import cell_threads, laid_out, log_time_grid
@@ -203,8 +203,8 @@ def _depths(cells) -> dict:
     def slope(key):
         if len(small) < 2:
             return float("nan")
-        return float(np.polyfit([math.log(row["hovering_scale"]) for row in small],
-                                [math.log(row[key]) for row in small], 1)[0])
+        return log_log_slope([row["hovering_scale"] for row in small],
+                             [row[key] for row in small])[0]
 
     return {"depth_ratios": ratios, "depth_n_cells": len(ratios),
             "depth_agree": (all(abs(r - 1) <= DEPTH_RATIO_TOL for r in ratios) if ratios else None),
