@@ -173,7 +173,7 @@ def plot(ds):
     (b) H S_H over the prediction, with the prediction's 2 s.e. band."""
     import matplotlib.pyplot as plt
 
-    fig, (ax, axb) = plt.subplots(1, 2, figsize=(8.0, 4.0))
+    fig, (ax, axb) = plt.subplots(1, 2, figsize=(6.8, 3.6))
     heads = ds.n_heads.values
     for colour, sigma in zip(palette(ds.sizes["sigma"]), ds.sigma.values):
         sub = ds.sel(sigma=sigma)
