@@ -264,9 +264,9 @@ class Figure:
         if "knobs" in a:
             return sweep_seconds(ds), self.work(json.loads(a["knobs"]))
         knobs = self.knobs(a["scale"])
-        off = [k for k, v in knobs.items() if np.isscalar(v) and f"fixed_{k}" in a
-               and a[f"fixed_{k}"] != v] + ([] if a.get("overrides", "none") == "none"
-                                            else ["overrides"])
+        off = [k for k, v in knobs.items() if np.isscalar(v) and a.get(f"fixed_{k}", v) != v]
+        if a.get("overrides", "none") != "none":
+            off.append("overrides")
         if off:
             raise ValueError(f"{self.id}: this dataset did not run its scale's knobs "
                              f"({', '.join(off)} differ): its work is unknown")
