@@ -71,8 +71,11 @@ USA_SHIFT_FROM = 300.0
 
 
 @nb.njit(inline="always", **_JIT)
-def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
+def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale, causal=False):
     """Write the attention outputs of tokens ``x`` (N, d) into ``out`` (N, d), rescaled.
+
+    With ``causal`` token i attends to tokens j <= i only (a decoder's mask; softmax only,
+    :class:`~stochastic_transformers.config.ModelConfig` refuses the unnormalised form).
 
     Token i gets :math:`c_i A_i` in ``out[i]`` and :math:`c_i` in ``self_scale[i]``; a
     layer computes :math:`\\operatorname{normalize}(c_i x_i + h V (c_i A_i))`, which is
@@ -99,8 +102,9 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
                 bx[j, a] = acc
     keys = x if b_identity else bx
     for i in range(n_tok):
+        n_keys = i + 1 if causal else n_tok
         top = -np.inf
-        for j in range(n_tok):
+        for j in range(n_keys):
             acc = 0.0
             for a in range(d):
                 acc += x[i, a] * keys[j, a]
@@ -110,10 +114,10 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
         self_scale[i] = 1.0
         if softmax:
             total = 0.0
-            for j in range(n_tok):
+            for j in range(n_keys):
                 weights[j] = math.exp(weights[j] - top)
                 total += weights[j]
-            for j in range(n_tok):
+            for j in range(n_keys):
                 weights[j] /= total
         elif top > USA_SHIFT_FROM:
             for j in range(n_tok):
@@ -124,7 +128,7 @@ def attention(x, B, beta, softmax, out, bx, weights, b_identity, self_scale):
                 weights[j] = math.exp(weights[j]) / n_tok
         for a in range(d):
             acc = 0.0
-            for j in range(n_tok):
+            for j in range(n_keys):
                 acc += weights[j] * x[j, a]
             out[i, a] = acc
 
@@ -197,11 +201,22 @@ def normalize_into(y, x):
             x[i, a] = y[i, a]
 
 
+#: Codes of the layer normalisations in the compiled layers (the order of
+#: :data:`stochastic_transformers.config.NORMS`).
+POST, PRE, PERI, NGPT = 0, 1, 2, 3
+
+
 @nb.njit(inline="always", **_JIT)
-def _step(x, y, self_scale, scale, kind, mat, src):
-    """:math:`x_i \\leftarrow \\operatorname{normalize}(c_i x_i + \\mathrm{scale}\\, u_i)`
-    with ``y`` as scratch, where :math:`u_i` is ``mat`` :math:`A_i` (``kind`` 0, ``src`` the
-    attention outputs), ``mat`` times column i of ``src`` (1) or ``src[i]`` itself (2)."""
+def _step(x, y, self_scale, scale, kind, mat, src, norm=POST):
+    """One residual update with ``y`` as scratch, where :math:`u_i` is ``mat`` :math:`A_i`
+    (``kind`` 0, ``src`` the attention outputs), ``mat`` times column i of ``src`` (1) or
+    ``src[i]`` itself (2), and :math:`N(y) = y/|y|`:
+
+    ``norm`` POST (the paper): :math:`x_i \\leftarrow N(c_i x_i + \\mathrm{scale}\\, u_i)`;
+    PRE: :math:`x_i + \\mathrm{scale}\\, u_i`; PERI: :math:`x_i + \\mathrm{scale}\\, N(u_i)`;
+    NGPT: :math:`N(x_i + \\mathrm{scale}\\, N(u_i))`.  The last three come with softmax
+    attention only, where :math:`c_i = 1`.
+    """
     n_tok, d = x.shape
     for i in range(n_tok):
         for a in range(d):
@@ -211,45 +226,84 @@ def _step(x, y, self_scale, scale, kind, mat, src):
                 u = row_col(mat, a, src, i)
             else:
                 u = src[i, a]
-            y[i, a] = self_scale[i] * x[i, a] + scale * u
-    normalize_into(y, x)
+            if norm == POST:
+                y[i, a] = self_scale[i] * x[i, a] + scale * u
+            else:
+                y[i, a] = u
+        if norm == PERI or norm == NGPT:
+            acc = 0.0
+            for a in range(d):
+                acc += y[i, a] * y[i, a]
+            # u = 0 (attention outputs that cancel) gives no update rather than 0/0.
+            inv = 1.0 / math.sqrt(acc) if acc > 0.0 else 0.0
+            for a in range(d):
+                y[i, a] *= inv
+        if norm == NGPT:
+            for a in range(d):
+                y[i, a] = x[i, a] + scale * y[i, a]
+        elif norm == PRE or norm == PERI:
+            for a in range(d):
+                x[i, a] += scale * y[i, a]
+    if norm == POST or norm == NGPT:
+        normalize_into(y, x)
 
 
 @nb.njit(inline="always", **_JIT)
-def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
+def _attend(x, B, beta, softmax, att, y, bx, weights, b_identity, self_scale, norm, causal):
+    """The attention outputs of a layer into ``att``: of the tokens themselves when they
+    lie on the sphere (POST, NGPT), of their directions :math:`x_i/|x_i|` otherwise (PRE,
+    PERI: the residual stream leaves the sphere; ``y`` holds the directions)."""
+    if norm == PRE or norm == PERI:
+        n_tok, d = x.shape
+        for i in range(n_tok):
+            for a in range(d):
+                y[i, a] = x[i, a]
+        normalize_rows(y)
+        attention(y, B, beta, softmax, att, bx, weights, b_identity, self_scale, causal)
+    else:
+        attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale, causal)
+
+
+@nb.njit(inline="always", **_JIT)
+def layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity, self_scale,
+                  norm=POST, causal=False):
     """One stochastic layer with an explicit value matrix ``v`` (d, d), in place on ``x``.
 
-    :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + h\\, v A_i)`, :math:`h = L^{-1/2}`.
+    :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + h\\, v A_i)`, :math:`h = L^{-1/2}`
+    (``norm`` POST; the other normalisations as in :func:`_step`).
     """
-    attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
-    _step(x, y, self_scale, h, 0, v, att)
+    _attend(x, B, beta, softmax, att, y, bx, weights, b_identity, self_scale, norm, causal)
+    _step(x, y, self_scale, h, 0, v, att, norm)
 
 
 @nb.njit(inline="always", **_JIT)
 def layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights, b_identity, hv,
-                      self_scale):
+                      self_scale, norm=POST, causal=False):
     """One stochastic layer with Gaussian V drawn through the exact d*N reduction.
 
     With :math:`M = [A_1 \\dots A_N] = QR` (thin QR, :math:`k=\\min(d,N)` columns of
     :math:`Q`), :math:`V M = (VQ) R` and :math:`VQ` is a :math:`d\\times k` matrix of
     i.i.d. :math:`N(0,\\sigma^2)` entries when :math:`V` is.  So ``g`` (d, k), already
-    scaled by sigma, replaces the d*d entries of V exactly in law.
+    scaled by sigma, replaces the d*d entries of V exactly in law (the joint law of the
+    :math:`VA_i`, whatever the normalisation ``norm`` then does with them).
     """
     n_tok, d = x.shape
-    attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
+    _attend(x, B, beta, softmax, att, y, bx, weights, b_identity, self_scale, norm, causal)
     for i in range(n_tok):
         for a in range(d):
             m[a, i] = att[i, a]
     # R is linear in each column of M, so the rescaled columns c_i A_i give c_i (V A_i).
     householder_r(m, r, hv)
-    _step(x, y, self_scale, h, 1, g, r)
+    _step(x, y, self_scale, h, 1, g, r, norm)
 
 
 @nb.njit(inline="always", **_JIT)
-def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity, self_scale):
-    """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`."""
-    attention(x, B, beta, softmax, att, bx, weights, b_identity, self_scale)
-    _step(x, y, self_scale, w, 2, att, att)
+def layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity, self_scale,
+                 norm=POST, causal=False):
+    """One hybrid layer: :math:`x_i \\leftarrow \\operatorname{normalize}(x_i + w A_i)`
+    (``norm`` POST; the other normalisations as in :func:`_step`, with :math:`u_i = A_i`)."""
+    _attend(x, B, beta, softmax, att, y, bx, weights, b_identity, self_scale, norm, causal)
+    _step(x, y, self_scale, w, 2, att, att, norm)
 
 
 # --------------------------------------------------------------------------------------

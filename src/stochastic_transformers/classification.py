@@ -103,11 +103,20 @@ def two_token_outcome(one_minus_overlap, one_plus_overlap=None, tol=1e-3):
     return out
 
 
+def direction_gram(gram):
+    """The Gram matrices of the tokens' directions, :math:`G_{ij}/\\sqrt{G_{ii}G_{jj}}`:
+    the overlaps of tokens that have left the sphere (pre- and peri-LN layers)."""
+    gram = np.asarray(gram, dtype=float)
+    diag = np.sqrt(np.diagonal(gram, axis1=-2, axis2=-1))
+    return gram / (diag[..., :, None] * diag[..., None, :])
+
+
 def outcome_counts(ds, tol=1e-3, time=None):
     """Counts of each two-token outcome in a :func:`simulate` dataset.
 
-    Uses the full-precision gaps when the dataset has them.  With ``time`` the counts
-    at that recorded time (``gram_t``) instead of at T.
+    Uses the full-precision gaps when the dataset has them, and the directions' overlaps
+    (:func:`direction_gram`) when the tokens left the sphere.  With ``time`` the counts at
+    that recorded time (``gram_t``) instead of at T.
     """
     suffix = "_t" if time is not None else ""
     if f"one_minus_overlap{suffix}" in ds:
@@ -117,6 +126,8 @@ def outcome_counts(ds, tol=1e-3, time=None):
             a, b = a.sel(time=time), b.sel(time=time)
         codes = two_token_outcome(a.values, b.values, tol=tol)
     else:
-        g = ds["gram_t"].sel(time=time) if time is not None else ds["gram"]
-        codes = two_token_outcome(g.values[..., 0, 1], tol=tol)
+        g = (ds["gram_t"].sel(time=time) if time is not None else ds["gram"]).values
+        if ds.attrs.get("norm") in ("pre", "peri"):
+            g = direction_gram(g)
+        codes = two_token_outcome(g[..., 0, 1], tol=tol)
     return {name: int(np.sum(codes == code)) for code, name in OUTCOME_NAMES.items()}

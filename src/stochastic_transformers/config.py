@@ -52,6 +52,12 @@ MODEL_KINDS = ("stochastic", "hybrid", "random_attention")
 #: apply to which model.
 METHODS = ("auto", "literal", "gaussian_dn", "overlap_chain", "cluster_chain", "reduced", "snap",
            "subspace")
+#: Where a layer normalises (:func:`stochastic_transformers.attention.layer_literal`), with
+#: :math:`N(y) = y/|y|` and :math:`u_i` the block's output (:math:`hVA_i`, or :math:`wA_i` in
+#: the hybrid model): "post", the paper's, :math:`N(x_i + u_i)`; "pre", :math:`x_i + u_i`
+#: (attention reads the directions :math:`N(x_j)`); "peri", :math:`x_i + hN(VA_i)`; "ngpt",
+#: :math:`N(x_i + hN(VA_i))` (nGPT-style: on the sphere, a unit-norm update).
+NORMS = ("post", "pre", "peri", "ngpt")
 #: Largest number of heads of the random-attention model (a bound on scratch memory).
 MAX_HEADS = 4096
 #: Largest width of the feedforward block (a bound on scratch memory and on the cost of a
@@ -139,6 +145,15 @@ class ModelConfig:
         limit does not depend on it).
     ff_activation : {"relu", "gelu", "erf", "tanh", "identity"}
         The activation :math:`\varphi` (:mod:`stochastic_transformers.activations`).
+    norm : {"post", "pre", "peri", "ngpt"}
+        Where the layer normalises (:data:`NORMS`; ours, the book's chapter "Other
+        normalisations"): "post" is the paper's model.  The others belong to the stochastic
+        and hybrid models with softmax attention and no feedforward block; "pre" and "peri"
+        tokens leave the sphere (attention reads their directions, and the Gram matrices a
+        run returns keep their norms).
+    causal : bool
+        A decoder's causal mask: token i attends to tokens j <= i only (softmax attention,
+        stochastic and hybrid models).
     """
 
     d: int
@@ -159,6 +174,8 @@ class ModelConfig:
     ff_strength: float = 0.0
     ff_width: int = 16
     ff_activation: str = "relu"
+    norm: str = "post"
+    causal: bool = False
 
     def __post_init__(self):
         _set(self, d=check_int("d", self.d, 2), beta=check_real("beta", self.beta, 0.0),
@@ -183,6 +200,34 @@ class ModelConfig:
             raise ValueError("n_heads, sigma_qk, eta, mean_v, mean_qk, qk_law and noise belong to "
                              f"model='random_attention'; got model={self.kind!r}")
         self._check_feedforward()
+        self._check_norm()
+
+    def _check_norm(self):
+        _set(self, norm=check_choice("norm", self.norm, NORMS),
+             causal=check_bool("causal", self.causal))
+        if self.is_post_unmasked:
+            return
+        what = (f"norm={self.norm!r}" if self.norm != "post" else "") + (
+            " and " if self.norm != "post" and self.causal else "") + (
+            "causal=True" if self.causal else "")
+        if self.kind not in ("stochastic", "hybrid"):
+            raise ValueError(f"{what} belongs to model='stochastic' or 'hybrid'; got "
+                             f"model={self.kind!r}")
+        if self.attention != "softmax":
+            raise ValueError(f"{what} needs attention='softmax'; got {self.attention!r}")
+        if self.has_feedforward:
+            raise ValueError(f"{what} does not combine with the feedforward block "
+                             "(ff_strength must be 0)")
+
+    @property
+    def is_post_unmasked(self) -> bool:
+        """Whether the layer is the paper's: normalised after the update, no causal mask."""
+        return self.norm == "post" and not self.causal
+
+    @property
+    def on_sphere(self) -> bool:
+        """Whether the tokens stay on the unit sphere (post-LN and nGPT-style layers)."""
+        return self.norm in ("post", "ngpt")
 
     def _check_feedforward(self):
         _set(self, ff_strength=check_real("ff_strength", self.ff_strength, 0.0, FF_STRENGTH_MAX),

@@ -129,7 +129,7 @@ from ._jit import JIT
 from ._validation import (ATTENTIONS, FF_STRENGTH_MAX, SIGMA_MAX, check_choice, check_int,
                           check_real, check_real_array, check_times, check_tol)
 from .activations import ACTIVATIONS, ODD_ACTIVATIONS, code, evaluate, phi_sum
-from .kolmogorov import at_log_gaps, log_gap_solution
+from .kolmogorov import at_log_gaps, log_gap_solution, uniform_start_average
 from .theory import _out
 
 __all__ = [
@@ -843,14 +843,6 @@ def _kolmogorov_y(ts, model, data, tol, h, v_min):
                             tol, v_min, h, ts, top_absorbs=data["lam_plus"] < 0)
 
 
-def _uniform_average(y, u, d):
-    r""":math:`\sum_i u_i\,P(Z_0 \in \text{cell } i)` for uniform tokens: :math:`(1+Z_0)/2 \sim \mathrm{Beta}(a, a)`."""
-    a = 0.5 * (d - 1.0)
-    edges = np.exp(0.5 * (y[1:] + y[:-1]))
-    cdf = np.concatenate([[0.0], special.betainc(a, a, 0.5 * edges), [1.0]])
-    return np.diff(cdf) @ u
-
-
 def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
                  attention="softmax", sigma=1.0, h=0.02):
     r""":math:`P(1 + Z_t \le \mathrm{tol})` at finite times, with the block.
@@ -908,7 +900,7 @@ def antipodal_at(t, beta, d, r, activation, tol=1e-3, z0=None, *, m1=1, m2=1,
     results = []
     for step in (h, h / 2):
         y, u = _kolmogorov_y(ts, model, data, tol, step, 1.0 if v0 is None else float(v0.min()))
-        results.append(np.clip(_uniform_average(y, u, model[1]), 0.0, 1.0) if v0 is None
+        results.append(np.clip(uniform_start_average(y, u, model[1]), 0.0, 1.0) if v0 is None
                        else at_log_gaps(y, u, v0))
     value, error = results[1], np.abs(results[1] - results[0])
     if np.ndim(t) == 0 and (z0 is None or np.ndim(z0) == 0):

@@ -36,11 +36,11 @@ import functools
 import math
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, special
 
 __all__ = ["banded_generator", "banded_matvec", "pade_poles", "pade_step", "propagate",
            "solve_backward", "log_gap_grid", "log_gap_generator", "log_gap_solution",
-           "at_log_gaps", "start_averages",
+           "at_log_gaps", "uniform_start_average", "start_averages",
            "gradient_table"]
 
 
@@ -290,6 +290,16 @@ def log_gap_solution(coefficients, depth_scale, tol, v_min, h, ts, top_absorbs=T
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
     return y, np.clip(u[:, inv], 0.0, 1.0)
+
+
+def uniform_start_average(y, u, d):
+    r""":math:`\sum_i u_i\,P(Z_0 \in \text{cell } i)` on the grid ``y`` of :math:`\log(1+Z)`,
+    for the overlap of two independent uniform tokens of :math:`S^{d-1}`:
+    :math:`(1+Z_0)/2 \sim \mathrm{Beta}(a, a)`, :math:`a = (d-1)/2`."""
+    a = 0.5 * (d - 1.0)
+    edges = np.exp(0.5 * (y[1:] + y[:-1]))
+    cdf = np.concatenate([[0.0], special.betainc(a, a, 0.5 * edges), [1.0]])
+    return np.diff(cdf) @ u
 
 
 def at_log_gaps(y, u, v):

@@ -90,6 +90,26 @@ def _resolve_feedforward(model, run):
                      "and B = identity")
 
 
+def _resolve_other_layer(model, run):
+    """Methods of the other normalisations and of the causal mask: the N-token map only
+    (``literal``, or ``gaussian_dn`` for Gaussian values; the hybrid model's token path).
+    The chains and the two-cluster reduction assume the paper's symmetric post-LN layer."""
+    method = run.method
+    gaussian = model.kind == "stochastic" and model.values == "gaussian"
+    what = "norm=" + repr(model.norm) if model.norm != "post" else "causal=True"
+    if run.split is not None:
+        raise ValueError(f"split (the two-point chain) does not run {what}: pass the "
+                         "two-point configuration as x0 for the N-token map")
+    if method == "gaussian_dn" and gaussian:
+        return method
+    if method not in ("auto", "literal"):
+        raise ValueError(f"{what} runs on the N-token map: method 'auto', 'literal' or, for "
+                         f"Gaussian values, 'gaussian_dn'; got {method!r}")
+    if method == "auto" and gaussian and dn_is_faster(run.n_tokens, model.d):
+        return "gaussian_dn"
+    return "literal"
+
+
 def _check_explicit(method, gaussian_b, chain_ok, gaussian_values):
     """Raise unless an explicitly requested method applies to the request."""
     if method == "overlap_chain" and not chain_ok:
@@ -115,6 +135,8 @@ def resolve_method(model: ModelConfig, run: RunConfig) -> str:
         return _resolve_random_attention(model, method)
     if model.has_feedforward:
         return _resolve_feedforward(model, run)
+    if not model.is_post_unmasked:
+        return _resolve_other_layer(model, run)
     if method == "subspace":
         raise ValueError("method='subspace' belongs to model='random_attention'")
     b_identity = model.b_is_identity
@@ -328,6 +350,8 @@ def _dataset(plan, data, stopped, wall_time_s):
         first_trajectory=run.first_trajectory, code_version=SIMULATION_CODE_VERSION,
         wall_time_s=wall_time_s,
     ))
+    if not model.is_post_unmasked:
+        ds.attrs.update(norm=model.norm, causal=int(model.causal))
     if model.has_feedforward:
         ds.attrs.update(ff_strength=model.ff_strength, ff_width=model.ff_width,
                         ff_activation=model.ff_activation)

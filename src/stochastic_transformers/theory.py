@@ -387,8 +387,29 @@ def two_cluster_coefficients(z, beta, d, m1, m2, *, attention="softmax", sigma=1
     a11 = p1 * p1 + q1 * q1 + 2.0 * p1 * q1 * z
     a22 = p2 * p2 + q2 * q2 + 2.0 * p2 * q2 * z
     a12 = (p1 * p2 + q1 * q2) * z + p1 * q2 + q1 * p2
-    drift = sigma**2 * (0.5 * (1.0 - d) * (a11 + a22) * z + a12 * (d - 2.0 + z * z))
-    diff2 = sigma**2 * (1.0 - z * z) * (a11 + a22 - 2.0 * z * a12)
+    return kernel_coefficients(z, d, a11, a22, a12, scale=sigma**2)
+
+
+def kernel_coefficients(z, d, a11, a22, a12, scale=1.0, one_minus_z2=None):
+    r"""Drift and squared diffusion of the overlap :math:`Z = \langle Y_1, Y_2\rangle` of two
+    points of :math:`S^{d-1}` moved by :math:`dY_i = P_{Y_i}dM_i - \tfrac{d-1}{2}a_{ii}Y_i\,dt`
+    with :math:`d\langle M_i, M_k\rangle = a_{ik}I\,dt` (the kernel times ``scale``):
+
+    .. math::
+
+        \mu(z) = \tfrac{1-d}{2}(a_{11}+a_{22})\,z + a_{12}\,(d-2+z^2),\qquad
+        s^2(z) = (1-z^2)\,(a_{11} + a_{22} - 2 z\, a_{12}),
+
+    by Ito's formula with :math:`\operatorname{tr}(P_{Y_1}P_{Y_2}) = d - 2 + z^2` and
+    :math:`|Y_2 - zY_1|^2 = 1 - z^2`.  Every two-point limit of the book is this with its
+    own kernel (:func:`two_cluster_coefficients`, the feedforward block's, the other
+    normalisations'); arguments are not checked here.  ``one_minus_z2`` may give
+    :math:`1 - z^2` at full relative precision near a pole (e.g. :math:`v(2 - v)` at
+    :math:`z = -1 + v`).
+    """
+    gap = (1.0 - z * z) if one_minus_z2 is None else one_minus_z2
+    drift = scale * (0.5 * (1.0 - d) * (a11 + a22) * z + a12 * (d - 2.0 + z * z))
+    diff2 = scale * gap * (a11 + a22 - 2.0 * z * a12)
     return _out(drift), _out(diff2)
 
 

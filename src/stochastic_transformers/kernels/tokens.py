@@ -25,6 +25,8 @@ from .._jit import JIT, JIT_PARALLEL
 from .common import Runner, fill_random, given_tokens, record_grams, recorded, start_tokens
 
 _LAW_CODES = {"gaussian": 0, "uniform": 1, "rademacher": 2}
+#: The compiled code of each layer normalisation (:data:`stochastic_transformers.config.NORMS`).
+NORM_CODES = {"post": _att.POST, "pre": _att.PRE, "peri": _att.PERI, "ngpt": _att.NGPT}
 
 
 def dn_is_faster(n_tokens: int, d: int) -> bool:
@@ -52,11 +54,13 @@ def _value_entry(state, law, sigma):
 
 @nb.njit(inline="always", **JIT)
 def token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l, epsilon,
-                 v, g, att, m, r, y, bx, weights, hv, self_scale):
+                 v, g, att, m, r, y, bx, weights, hv, self_scale, norm=_att.POST, causal=False):
     """One layer of N tokens, in place on ``x``, drawing its noise from ``state``.
 
     ``kind`` 0: literal (a full d x d V of law ``law``); 1: Gaussian d*N reduction
-    (``g`` is d x min(d, N)); 2: hybrid (one normal).  The other arrays are scratch space.
+    (``g`` is d x min(d, N)); 2: hybrid (one normal).  ``norm`` is the layer's
+    normalisation (:data:`NORM_CODES`), ``causal`` the decoder's mask.  The other arrays
+    are scratch space.
     """
     d = x.shape[1]
     if kind == 0:
@@ -67,15 +71,15 @@ def token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv
                 for b in range(d):
                     v[a, b] = _value_entry(state, law, sigma)
         _att.layer_literal(x, v, h, B, beta, softmax, att, y, bx, weights, b_identity,
-                           self_scale)
+                           self_scale, norm, causal)
     elif kind == 1:
         fill_random(state, g, sigma, False)
         _att.layer_gaussian_dn(x, g, h, B, beta, softmax, att, m, r, y, bx, weights,
-                               b_identity, hv, self_scale)
+                               b_identity, hv, self_scale, norm, causal)
     else:
         w = inv_l + epsilon * _rng.normal(state) * h
         _att.layer_hybrid(x, w, B, beta, softmax, att, y, bx, weights, b_identity,
-                          self_scale)
+                          self_scale, norm, causal)
 
 
 @nb.njit(inline="always", **JIT)
@@ -92,7 +96,7 @@ def layer_scratch(n_tok, d):
 @nb.njit(**JIT_PARALLEL)
 def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, softmax, B,
                    b_identity, h, sigma, inv_l, epsilon, x0, init_mode, z0, rec_layers, rec_gram,
-                   x_out):
+                   x_out, norm, causal):
     """Run ``n`` trajectories of N tokens.
 
     ``kind`` 0: literal (a full d x d V of law ``law`` per layer); 1: Gaussian d*N
@@ -106,7 +110,8 @@ def _tokens_kernel(key0, key1, first, n, n_tok, d, n_layers, kind, law, beta, so
         for layer in range(0, n_layers + 1):
             if layer > 0:
                 token_layer(state, kind, law, x, h, B, beta, softmax, b_identity, sigma, inv_l,
-                             epsilon, v, g, att, m, r, y, bx, weights, hv, self_scale)
+                             epsilon, v, g, att, m, r, y, bx, weights, hv, self_scale, norm,
+                             causal)
             ptr = record_grams(rec_gram[t], rec_layers, ptr, layer, x)
         x_out[t] = x
 
@@ -138,7 +143,7 @@ def _run(plan, a, lo, hi):
                    plan.softmax, plan.B, plan.b_is_identity, plan.h, plan.sigma, 1.0 / plan.L,
                    plan.epsilon, a["x0"][lo:hi], init_mode(plan),
                    0.0 if plan.z0 is None else plan.z0, plan.rec, a["rec_gram"][lo:hi],
-                   a["x"][lo:hi])
+                   a["x"][lo:hi], NORM_CODES[plan.norm], plan.causal)
 
 
 def assemble_tokens(plan, a):

@@ -1,0 +1,282 @@
+"""The other normalisations and the causal mask: the layers against a direct numpy
+computation, their one-step moments against the limits of
+:mod:`stochastic_transformers.normalizations`, and the thresholds against Theorem 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.stats
+
+from stochastic_transformers import ModelConfig, RunConfig, simulate
+from stochastic_transformers import normalizations as nz
+from stochastic_transformers import theory as th
+from stochastic_transformers.classification import direction_gram, outcome_counts
+
+NORMS = ("post", "pre", "peri", "ngpt")
+VARIANTS = [(n, c) for n in NORMS for c in (False, True) if (n, c) != ("post", False)]
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _attention(x, beta, causal):
+    """Softmax attention of the directions of ``x`` (..., N, d), B = I, optionally causal."""
+    y = _unit(x)
+    logits = beta * np.einsum("...ia,...ja->...ij", y, y)
+    if causal:
+        n = x.shape[-2]
+        logits = np.where(np.tril(np.ones((n, n), dtype=bool)), logits, -np.inf)
+    w = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return np.einsum("...ij,...ja->...ia", w, y)
+
+
+def _layer(x, u, step, norm):
+    """One residual update of tokens ``x`` by block outputs ``u`` (both (..., N, d))."""
+    if norm in ("peri", "ngpt"):
+        u = _unit(u)
+    out = x + step * u
+    return _unit(out) if norm in ("post", "ngpt") else out
+
+
+def _start(n_tok, d, seed):
+    return _unit(np.random.default_rng(seed).standard_normal((n_tok, d)))
+
+
+# ------------------------------------------------------------------ the layers themselves
+def test_the_default_layer_is_the_papers():
+    model = ModelConfig(d=4, beta=1.0)
+    assert model.norm == "post" and model.causal is False and model.is_post_unmasked
+    ds = simulate(model, RunConfig(n_tokens=2, n_traj=4, L=5, T=1.0))
+    assert "norm" not in ds.attrs and "causal" not in ds.attrs
+
+
+@pytest.mark.parametrize("norm, causal", [("post", False)] + VARIANTS)
+def test_deterministic_flow_equals_a_direct_computation(norm, causal):
+    """The hybrid model at epsilon = 0 (V = I, step 1/L) against a numpy loop of the same
+    map: every layer, every normalisation, with and without the mask, B = I and B random."""
+    d, n_tok, L, T = 3, 4, 10, 2.0
+    x0 = _start(n_tok, d, 5)
+    for B in (None, np.random.default_rng(1).standard_normal((d, d))):
+        model = ModelConfig(d=d, beta=1.7, kind="hybrid", norm=norm, causal=causal,
+                            B=None if B is None else B.tolist())
+        ds = simulate(model, RunConfig(n_tokens=n_tok, n_traj=1, L=L, T=T, x0=x0))
+        x = x0.copy()
+        for _ in range(int(L * T)):
+            y = _unit(x)
+            logits = 1.7 * y @ (np.eye(d) if B is None else B) @ y.T
+            if causal:
+                logits = np.where(np.tril(np.ones((n_tok, n_tok), dtype=bool)), logits, -np.inf)
+            w = np.exp(logits - logits.max(axis=1, keepdims=True))
+            w /= w.sum(axis=1, keepdims=True)
+            x = _layer(x, w @ y, 1.0 / L, norm)
+        np.testing.assert_allclose(ds.tokens.values[0], x, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ds.gram.values[0], x @ x.T, rtol=0, atol=1e-12)
+
+
+def _one_layer_samples(norm, causal, x0, h, n, seed):
+    """The Gram entry (0, 1) and the first token's squared norm after one layer of the
+    stochastic model, drawn directly with numpy (Gaussian V)."""
+    v = np.random.default_rng(seed).standard_normal((n,) + (x0.shape[1],) * 2)
+    att = _attention(x0, 1.3, causal)
+    x = _layer(x0[None], np.einsum("tab,ib->tia", v, att), h, norm)
+    return (np.einsum("ta,ta->t", x[:, 0], x[:, 1]),
+            np.einsum("ta,ta->t", x[:, 0], x[:, 0]))
+
+
+@pytest.mark.parametrize("norm, causal", VARIANTS)
+@pytest.mark.parametrize("method", ["literal", "gaussian_dn"])
+def test_one_stochastic_layer_has_the_law_of_a_direct_computation(norm, causal, method):
+    """One layer at L = 4 from three fixed tokens, 20,000 trajectories of the compiled layer
+    against 20,000 numpy draws: two-sample Kolmogorov-Smirnov tests of the overlap and of
+    the first token's norm, each at level 1e-4 (28 configurations, 56 tests: a false alarm
+    in the whole file about 0.6% of seeds; the seeds are fixed)."""
+    d, n_tok, L, n = 4, 3, 4, 20_000
+    x0 = _start(n_tok, d, 2)
+    ds = simulate(ModelConfig(d=d, beta=1.3, norm=norm, causal=causal),
+                  RunConfig(n_tokens=n_tok, n_traj=n, L=L, T=1.0 / L, x0=x0, seed=7,
+                            method=method))
+    assert ds.attrs["method"] == method and ds.attrs["norm"] == norm
+    g = ds.gram.values
+    ref_overlap, ref_norm = _one_layer_samples(norm, causal, x0, 1.0 / np.sqrt(L), n, 11)
+    assert scipy.stats.ks_2samp(g[:, 0, 1], ref_overlap).pvalue > 1e-4
+    if norm in ("pre", "peri"):
+        assert scipy.stats.ks_2samp(g[:, 0, 0], ref_norm).pvalue > 1e-4
+    else:
+        np.testing.assert_allclose(g[:, 0, 0], 1.0, atol=1e-12)
+
+
+def test_the_bits_do_not_depend_on_threads():
+    model = ModelConfig(d=4, beta=2.0, norm="pre", causal=True)
+    runs = [simulate(model, RunConfig(n_tokens=3, n_traj=16, L=10, T=1.0, seed=3,
+                                      n_threads=k)) for k in (1, 2)]
+    assert np.array_equal(runs[0].gram.values, runs[1].gram.values)
+
+
+def test_outcomes_of_tokens_off_the_sphere_read_their_directions():
+    ds = simulate(ModelConfig(d=3, beta=4.0, norm="peri"),
+                  RunConfig(n_tokens=2, n_traj=200, L=20, T=5.0, seed=1))
+    direction = direction_gram(ds.gram.values)[:, 0, 1]
+    counts = outcome_counts(ds)
+    assert counts["single"] == int(np.sum(direction >= 1 - 1e-3))
+    assert counts["antipodal"] == int(np.sum(direction <= -1 + 1e-3))
+    # The norms are kept: |X|^2 has mean 1 + T = 6 here.
+    assert np.diagonal(ds.gram.values, axis1=1, axis2=2).mean() > 3.0
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(norm="layer"), "norm"),
+    (dict(causal=1), "causal"),
+    (dict(norm="pre", attention="unnormalized"), "softmax"),
+    (dict(causal=True, attention="unnormalized"), "softmax"),
+    (dict(norm="peri", kind="random_attention"), "model"),
+    (dict(norm="ngpt", ff_strength=1.0), "feedforward"),
+])
+def test_bad_layers_are_refused_when_configured(fields, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**{"d": 4, "beta": 1.0, **fields})
+
+
+@pytest.mark.parametrize("run, match", [
+    (dict(method="overlap_chain"), "method"),
+    (dict(method="reduced"), "method"),
+    (dict(split=(1, 1)), "split"),
+    (dict(stop_level=1e-6), "stop_level"),
+])
+def test_the_chains_refuse_the_other_layers(run, match):
+    with pytest.raises(ValueError, match=match):
+        simulate(ModelConfig(d=4, beta=1.0, norm="pre"),
+                 RunConfig(**{"n_tokens": 2, "n_traj": 4, "L": 5, "T": 1.0, **run}))
+
+
+# ------------------------------------------------------------------ the limits
+def test_unit_gaussian_cosine_against_draws_and_its_limits():
+    """c_d(rho) against 400,000 direct draws (within 4 standard errors, 12 checks), c_d(+-1)
+    = +-1, c_1 = (2/pi) arcsin, c_d -> rho for large d, and c_d'(-1) = (d-1)/(d-2)."""
+    rng = np.random.default_rng(0)
+    for d in (2, 4, 9):
+        for rho in (-0.8, -0.2, 0.4, 0.95):
+            g1 = rng.standard_normal((400_000, d))
+            g2 = rho * g1 + np.sqrt(1 - rho * rho) * rng.standard_normal((400_000, d))
+            cos = np.einsum("ta,ta->t", _unit(g1), _unit(g2))
+            se = cos.std(ddof=1) / np.sqrt(cos.size)
+            assert abs(cos.mean() - nz.unit_gaussian_cosine(rho, d)) < 4 * se
+    assert nz.unit_gaussian_cosine(1.0, 5) == pytest.approx(1.0, abs=1e-14)
+    assert nz.unit_gaussian_cosine(-1.0, 5) == pytest.approx(-1.0, abs=1e-14)
+    r = np.linspace(-1, 1, 9)
+    np.testing.assert_allclose(nz.unit_gaussian_cosine(r, 1), 2 / np.pi * np.arcsin(r),
+                               atol=1e-14)
+    np.testing.assert_allclose(nz.unit_gaussian_cosine(r, 10_000), r, atol=1e-4)
+    for d in (3, 4, 7):
+        eps = 1e-7
+        slope = (nz.unit_gaussian_cosine(-1 + eps, d) + 1) / eps
+        assert slope == pytest.approx((d - 1) / (d - 2), rel=2e-3)
+
+
+def test_post_ln_coefficients_are_lemma_4s():
+    z = np.linspace(-0.99, 0.99, 23)
+    for d, beta in ((3, 0.4), (6, 2.5)):
+        mu, s2 = nz.two_token_coefficients(z, beta, d)
+        np.testing.assert_allclose(mu, th.overlap_drift(z, beta, d), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(s2, th.overlap_diffusion(z, beta, d) ** 2, rtol=1e-12,
+                                   atol=1e-15)
+
+
+@pytest.mark.parametrize("d", [4, 5, 7, 10])
+def test_the_post_ln_exponent_vanishes_at_theorem_2s_threshold(d):
+    bc = th.critical_beta(d)
+    assert abs(nz.pole_exponent(bc, d)) < 1e-6
+    assert nz.pole_exponent(bc - 0.05, d) > 0 > nz.pole_exponent(bc + 0.05, d)
+
+
+@pytest.mark.parametrize("d", [4, 5, 6, 10, 30])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_ngpt_threshold_is_the_root_of_its_exponent(d, causal):
+    root = scipy.optimize.brentq(
+        lambda b: nz.pole_exponent(b, d, norm="ngpt", causal=causal), 0.05, 10.0)
+    assert nz.critical_beta_ngpt(d, causal) == pytest.approx(root, abs=2e-4)
+    if not causal:
+        assert nz.critical_beta_ngpt(d) == pytest.approx(0.5 * np.arccosh(2 * d - 5), rel=1e-12)
+        assert nz.critical_beta_ngpt(d) > th.critical_beta(d)
+
+
+@pytest.mark.parametrize("d", [3, 4, 8])
+def test_post_ln_with_the_mask_leaves_antipodes_like_a_bessel_process_of_dimension_d_minus_1(d):
+    for beta in (0.3, 1.0, 3.0):
+        assert nz.causal_antipodal_dimension(beta, d) == pytest.approx(d - 1, rel=1e-6)
+    with pytest.raises(ValueError, match="fixed point"):
+        nz.pole_exponent(1.0, d, causal=True)
+
+
+def _one_step_overlap_moments(z, beta, d, norm, causal, L, n_pairs, seed):
+    """Mean and variance of (Z' - Z) L over one layer from two tokens at overlap z, with V
+    and -V antithetic pairs (as tests/test_theory.py does for post-LN)."""
+    x0 = np.zeros((2, d))
+    x0[0, 0], x0[1, 0], x0[1, 1] = 1.0, z, np.sqrt(1 - z * z)
+    att = _attention(x0, beta, causal)
+    h = 1.0 / np.sqrt(L)
+    v = np.random.default_rng(seed).standard_normal((n_pairs, d, d))
+    out = []
+    for sign in (1.0, -1.0):
+        x = _unit(_layer(x0[None], np.einsum("tab,ib->tia", sign * v, att), h, norm))
+        out.append(np.einsum("ta,ta->t", x[:, 0], x[:, 1]))
+    pairs = (np.stack(out) - z).mean(axis=0) * L
+    half_diff = 0.5 * (out[0] - out[1])
+    return pairs.mean(), pairs.std(ddof=1) / np.sqrt(n_pairs), (half_diff ** 2).mean() * L
+
+
+@pytest.mark.parametrize("norm, causal", [("post", True), ("ngpt", False), ("ngpt", True)])
+def test_overlap_coefficients_match_one_step_moments(norm, causal):
+    """One layer at L = 20,000, 100,000 antithetic pairs, three overlaps: drift within 4
+    standard errors (false-alarm rate about 6e-5 per check, 9 checks), variance within 1.5%
+    (sampling error about 0.5%, bias O(1/L))."""
+    beta, d, L = 1.2, 4, 20_000
+    for k, z in enumerate((-0.9, -0.3, 0.5)):
+        drift, se, var = _one_step_overlap_moments(z, beta, d, norm, causal, L, 100_000, 40 + k)
+        mu, s2 = nz.two_token_coefficients(z, beta, d, norm=norm, causal=causal)
+        assert abs(drift - mu) <= 4 * se, (z, drift, mu, se)
+        assert var == pytest.approx(s2, rel=0.015), (z, var, s2)
+
+
+def test_pre_ln_gram_moments_are_exact_for_one_layer():
+    """One pre-LN layer at h = 0.5 from three tokens of unequal norms, 400,000 draws: every
+    mean and covariance entry of the Gram matrix's change against the exact formula, within
+    4.5 standard errors (the entries' estimators are not independent; 45 checks, a false
+    alarm at most 45 * 7e-6 = 3e-4 by the union bound)."""
+    d, h, sigma, n = 3, 0.5, 0.8, 400_000
+    x0 = _start(3, d, 4) * np.array([[1.0], [1.7], [0.6]])
+    att = _attention(x0, 2.0, False)
+    v = sigma * np.random.default_rng(9).standard_normal((n, d, d))
+    x = x0 + h * np.einsum("tab,ib->tia", v, att)
+    dg = np.einsum("tia,tka->tik", x, x) - x0 @ x0.T
+    mean, cov = nz.pre_layer_gram_moments(x0 @ x0.T, att @ att.T, d, h, sigma)
+    iu = np.triu_indices(3)
+    flat = dg[:, iu[0], iu[1]]
+    se_mean = flat.std(axis=0, ddof=1) / np.sqrt(n)
+    assert np.all(np.abs(flat.mean(axis=0) - mean[iu]) < 4.5 * se_mean)
+    centred = flat - mean[iu]
+    prods = np.einsum("tp,tq->tpq", centred, centred)
+    want = cov[iu[0], iu[1]][:, iu[0], iu[1]]
+    se_cov = prods.std(axis=0, ddof=1) / np.sqrt(n)
+    assert np.all(np.abs(prods.mean(axis=0) - want) < 4.5 * se_cov)
+
+
+def test_peri_ln_norms_grow_like_one_plus_t():
+    """|X|^2 gains exactly h^2 in mean a layer: E|X_i|^2(T) = 1 + T (4,000 pairs, within 4
+    standard errors)."""
+    ds = simulate(ModelConfig(d=4, beta=1.0, norm="peri"),
+                  RunConfig(n_tokens=2, n_traj=4000, L=50, T=3.0, seed=2))
+    sq = np.diagonal(ds.gram.values, axis1=1, axis2=2).mean(axis=1)
+    assert abs(sq.mean() - 4.0) < 4 * sq.std(ddof=1) / np.sqrt(sq.size)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(norm="layer"), "norm"), (dict(causal="no"), "causal"),
+                                          (dict(ratio=2.0), "ratio"), (dict(beta=-1), "beta")])
+def test_the_limits_name_a_bad_parameter(kwargs, name):
+    args = dict(z=0.3, beta=1.0, d=4)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        nz.two_token_coefficients(args.pop("z"), args.pop("beta"), args.pop("d"), **args)
