@@ -280,3 +280,59 @@ def test_the_limits_name_a_bad_parameter(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         nz.two_token_coefficients(args.pop("z"), args.pop("beta"), args.pop("d"), **args)
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.0, 2.0])
+def test_the_finite_horizon_law_of_post_ln_is_the_sde_modules(beta):
+    """normalizations.antipodal_at (a grid in log(1 + Z)) against sde.antipodal_at (a grid in
+    atanh Z, exact coefficients): two schemes, one law, within their own error estimates."""
+    from stochastic_transformers import sde
+
+    ts = [10.0, 100.0]
+    p, err = nz.antipodal_at(ts, beta, 4)
+    q, err_q = sde.antipodal_at(ts, beta, 4)
+    assert np.all(np.abs(p - q) <= 2 * (err + err_q) + 1e-5), (p, q, err, err_q)
+
+
+def test_the_finite_horizon_law_sees_the_causal_pair_hover():
+    """Post-LN with the mask: -1 is not fixed, yet at large beta the pair hovers within the
+    tolerance (depth of order q^2), so the law at T is far from 0; at small beta it is 0."""
+    assert nz.antipodal_at(100.0, 4.0, 4, causal=True)[0] > 0.3
+    assert nz.antipodal_at(100.0, 0.5, 4, causal=True)[0] < 1e-12
+
+
+def test_unit_gaussian_cosine_stays_finite_for_large_even_d():
+    """From d = 100 on the series is summed directly (scipy's hyp2f1 fails near 1 for even
+    d >= 198); where both apply they agree to rounding."""
+    r = np.linspace(-1, 1, 41)
+    for d in (198, 200, 400):
+        c = nz.unit_gaussian_cosine(r, d)
+        assert np.all(np.isfinite(c)) and np.all(np.abs(c - r) < 3 / d)
+    np.testing.assert_allclose(nz._hypergeometric_half(76.0, r * r),
+                               scipy.special.hyp2f1(0.5, 0.5, 76.0, r * r), rtol=1e-14)
+
+
+@pytest.mark.parametrize("d", [3, 4, 8, 50])
+def test_the_exponents_at_plus_one_have_closed_forms(d):
+    for beta in (0.0, 1.0, 5.0):
+        assert nz.pole_exponent(beta, d, pole=1) == pytest.approx(-(d - 1), rel=1e-6)
+        assert nz.pole_exponent(beta, d, norm="ngpt", pole=1) == pytest.approx(-(d - 1) / d,
+                                                                               rel=1e-6)
+        assert nz.pole_exponent(beta, d, causal=True, pole=1) == pytest.approx(
+            -(3 * d - 1) / 4, rel=1e-6)
+        assert nz.pole_exponent(beta, d, norm="ngpt", causal=True, pole=1) == pytest.approx(
+            -(d - 1) * (3 * d - 5) / (4 * d * (d - 2)), rel=1e-6)
+
+
+def test_at_beta_zero_the_ngpt_kernel_takes_its_limit_and_minus_one_is_not_fixed():
+    """At beta = 0 both tokens attend alike: without the mask A_1 = A_2 (K_12 = 1/d), with it
+    A_1 = Y_1 is orthogonal to A_2's limit (K_12 = 0); -1 is then not a fixed point."""
+    eps = 1e-9
+    for causal, k12 in ((False, 0.25), (True, 0.0)):
+        at = nz.two_token_kernel(-1.0, 0.0, 4, norm="ngpt", causal=causal)[2]
+        near = nz.two_token_kernel(-1.0 + eps, 0.0, 4, norm="ngpt", causal=causal)[2]
+        assert at == pytest.approx(k12, abs=1e-12) and near == pytest.approx(k12, abs=1e-3)
+        with pytest.raises(ValueError, match="not a fixed point"):
+            nz.pole_exponent(0.0, 4, norm="ngpt", causal=causal)
+    with pytest.raises(ValueError, match="is a fixed point"):
+        nz.causal_antipodal_dimension(1.0, 4, norm="ngpt")

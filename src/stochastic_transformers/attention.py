@@ -191,14 +191,19 @@ def householder_r(m, r, v):
 
 
 @nb.njit(inline="always", **_JIT)
-def normalize_into(y, x):
-    """Normalise the rows of ``y`` and copy them into ``x`` (as loops: a slice assignment
-    costs more at this size)."""
-    normalize_rows(y)
-    n_tok, d = y.shape
+def copy_rows(src, dst):
+    """Copy ``src`` (N, d) into ``dst`` (as loops: a slice assignment costs more at this size)."""
+    n_tok, d = src.shape
     for i in range(n_tok):
         for a in range(d):
-            x[i, a] = y[i, a]
+            dst[i, a] = src[i, a]
+
+
+@nb.njit(inline="always", **_JIT)
+def normalize_into(y, x):
+    """Normalise the rows of ``y`` and copy them into ``x``."""
+    normalize_rows(y)
+    copy_rows(y, x)
 
 
 #: Codes of the layer normalisations in the compiled layers (the order of
@@ -254,10 +259,7 @@ def _attend(x, B, beta, softmax, att, y, bx, weights, b_identity, self_scale, no
     lie on the sphere (POST, NGPT), of their directions :math:`x_i/|x_i|` otherwise (PRE,
     PERI: the residual stream leaves the sphere; ``y`` holds the directions)."""
     if norm == PRE or norm == PERI:
-        n_tok, d = x.shape
-        for i in range(n_tok):
-            for a in range(d):
-                y[i, a] = x[i, a]
+        copy_rows(x, y)
         normalize_rows(y)
         attention(y, B, beta, softmax, att, bx, weights, b_identity, self_scale, causal)
     else:

@@ -83,12 +83,29 @@ def unit_gaussian_cosine(rho, d):
     rho = check_real_array("rho", rho, -1.0, 1.0)
     d = check_int("d", d, 1)
     ratio = math.exp(2.0 * (math.lgamma((d + 1) / 2.0) - math.lgamma(d / 2.0)))
-    with np.errstate(invalid="ignore"):
-        out = rho * (2.0 / d) * ratio * scipy.special.hyp2f1(0.5, 0.5, d / 2.0 + 1.0, rho * rho)
-    # At rho = +-1 the series is Gauss's sum, which gives +-1; scipy's hyp2f1 returns NaN
-    # there for large d.
+    out = rho * (2.0 / d) * ratio * _hypergeometric_half(d / 2.0 + 1.0, rho * rho)
+    # At rho = +-1 the series is Gauss's sum: exactly +-1.
     out = np.where(np.abs(rho) == 1.0, np.sign(rho), out)
     return float(out) if np.ndim(out) == 0 else out
+
+
+#: From this d on, :func:`_hypergeometric_half` sums its series: scipy's ``hyp2f1`` returns
+#: inf or NaN near x = 1 for even d >= 198 (where c - a - b = d/2 is an integer), and the
+#: series' terms fall like :math:`n^{-d/2-1}` at x = 1, so 60 of them give double precision.
+SERIES_FROM_D = 100
+_SERIES_TERMS = 60
+
+
+def _hypergeometric_half(c, x):
+    """:math:`{}_2F_1(\\tfrac12, \\tfrac12; c; x)` for x in [0, 1]."""
+    if c < SERIES_FROM_D / 2.0 + 1.0:
+        return scipy.special.hyp2f1(0.5, 0.5, c, x)
+    x = np.asarray(x, dtype=float)
+    term, total = np.ones_like(x), np.ones_like(x)
+    for n in range(_SERIES_TERMS):
+        term = term * (n + 0.5) ** 2 / ((c + n) * (n + 1.0)) * x
+        total = total + term
+    return total
 
 
 def _two_token_attention(z, beta, causal):
@@ -101,14 +118,16 @@ def _two_token_attention(z, beta, causal):
     return p, q, p, q
 
 
+def _check_layer(beta, d, norm, causal, norms=NORMS):
+    """beta, d, the normalisation (among ``norms``) and the mask, checked."""
+    return (check_real("beta", beta, 0.0, BETA_MAX), check_int("d", d, 2),
+            check_choice("norm", norm, norms), check_bool("causal", causal))
+
+
 def _check(z, beta, d, norm, causal, sigma):
     z = check_real_array("z", z, -1.0, 1.0)
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
-    d = check_int("d", d, 2)
-    norm = check_choice("norm", norm, NORMS)
-    causal = check_bool("causal", causal)
     sigma = check_real("sigma", sigma, 0.0, SIGMA_MAX, strict_min=True)
-    return z, beta, d, norm, causal, sigma
+    return (z, *_check_layer(beta, d, norm, causal), sigma)
 
 
 def _kernel(z, beta, d, norm, causal, sigma):
@@ -122,9 +141,10 @@ def _kernel(z, beta, d, norm, causal, sigma):
         return s2 * g11, s2 * g22, s2 * g12
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.clip(g12 / np.sqrt(g11 * g22), -1.0, 1.0)
-    # A_1 = -A_2 = 0 only at beta = 0, z = -1 (equal weights on antipodal tokens): u = 0
-    # there, and the kernel is taken as its limit along z, -1/d.
-    rho = np.where(np.isfinite(rho), rho, -1.0)
+    # An attention output vanishes only at beta = 0, z = -1 (equal weights on antipodal
+    # tokens); there the kernel is its limit along z: A_1 = A_2 (rho = 1) without the mask,
+    # A_1 = Y_1 orthogonal to the limit direction of A_2 (rho = 0) with it.
+    rho = np.where(np.isfinite(rho), rho, 0.0 if causal else 1.0)
     one = np.full_like(rho, 1.0 / d)
     return one, one.copy(), np.asarray(unit_gaussian_cosine(rho, d)) / d
 
@@ -168,6 +188,13 @@ def two_token_coefficients(z, beta, d, *, norm="post", causal=False, sigma=1.0, 
 _POLE_STEP = 1e-6
 
 
+def _minus_one_fixed(beta, norm, causal) -> bool:
+    """Whether -1 is a fixed point of the overlap of two tokens on the sphere."""
+    if norm == "post":
+        return not causal
+    return beta > 0.0
+
+
 def pole_exponent(beta, d, *, norm="post", causal=False, pole=-1):
     r"""The exponent :math:`\lambda` of the distance :math:`\varepsilon = 1 \mp Z` to a pole
     on the sphere: near a pole that the overlap diffusion keeps fixed,
@@ -184,15 +211,14 @@ def pole_exponent(beta, d, *, norm="post", causal=False, pole=-1):
     2e-6.  Raises a ValueError where the pole is not fixed (post-LN with the causal mask at
     -1: see :func:`causal_antipodal_dimension`) or the tokens leave the sphere.
     """
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
-    d = check_int("d", d, 2)
-    norm = check_choice("norm", norm, SPHERE_NORMS)
-    causal = check_bool("causal", causal)
+    beta, d, norm, causal = _check_layer(beta, d, norm, causal, SPHERE_NORMS)
     pole = check_choice("pole", pole, (-1, 1))
-    if causal and pole == -1 and norm == "post":
-        raise ValueError("with the causal mask and post-LN, -1 is not a fixed point of the "
-                         "overlap (the second token's output is shorter than the first's); "
-                         "see causal_antipodal_dimension")
+    if pole == -1 and not _minus_one_fixed(beta, norm, causal):
+        raise ValueError(f"-1 is not a fixed point of the overlap for norm={norm!r}, "
+                         f"causal={causal}, beta={beta} (post-LN with the mask: the second "
+                         "token's output is shorter than the first's, see "
+                         "causal_antipodal_dimension; the nGPT-style layer at beta = 0: both "
+                         "tokens get the same update direction)")
 
     def rate(eps):
         z = float(pole) * (1.0 - eps)
@@ -237,13 +263,16 @@ def causal_antipodal_dimension(beta, d, *, norm="post"):
     :math:`s^2 \approx \kappa\,(1 + Z)`, so :math:`\varepsilon = 1 + Z` follows
     :math:`d\varepsilon = \mu(-1)\,dt + \sqrt{\kappa\varepsilon}\,dB` near 0: a squared
     Bessel process of dimension :math:`\delta = 4\mu(-1)/\kappa`, which reaches 0 iff
-    :math:`\delta < 2` (Feller's test).  For post-LN :math:`\delta = d - 1` whatever
-    :math:`\beta > 0`: two antipodal tokens part, and for :math:`d \ge 3` the pair never
-    becomes antipodal.
+    :math:`\delta < 2` (Feller's test), and for :math:`\delta \ge 2` does not converge to it
+    either (the scale function diverges there).  For post-LN :math:`\delta = d - 1` whatever
+    :math:`\beta`: two antipodal tokens part, and for :math:`d \ge 3` the pair never becomes
+    antipodal.  With the nGPT-style layer -1 is a fixed point for :math:`\beta > 0`
+    (:func:`pole_exponent`), and this raises a ValueError.
     """
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
-    d = check_int("d", d, 2)
-    norm = check_choice("norm", norm, SPHERE_NORMS)
+    beta, d, norm, _ = _check_layer(beta, d, norm, True, SPHERE_NORMS)
+    if _minus_one_fixed(beta, norm, True):
+        raise ValueError(f"-1 is a fixed point for norm={norm!r} with the mask at beta={beta}: "
+                         "its exponent is pole_exponent's")
     mu0, _ = two_token_coefficients(-1.0, beta, d, norm=norm, causal=True)
     eps = 1e-6
     _, s2 = two_token_coefficients(-1.0 + eps, beta, d, norm=norm, causal=True)
@@ -268,7 +297,7 @@ def _coefficients_v(v, beta, d, norm, causal):
         return theory.kernel_coefficients(z, d, k11, k22, k12, one_minus_z2=v * (2.0 - v))
 
     mu, s2 = (np.asarray(c, dtype=float) for c in direct(np.asarray(v, dtype=float)))
-    if not (causal and norm == "post"):      # -1 is a fixed point: mu ~ mu_1 v, s^2 ~ B v^2
+    if _minus_one_fixed(beta, norm, causal):      # mu ~ mu_1 v, s^2 ~ B v^2
         mu_1, s2_1 = (float(c) for c in direct(np.array(FIXED_POLE_V)))
         low = v < FIXED_POLE_V
         mu = np.where(low, mu_1 / FIXED_POLE_V * v, mu)
@@ -295,15 +324,13 @@ def antipodal_at(t, beta, d, *, norm="post", causal=False, tol=1e-3, h=0.02):
     Returns ``(p, error)``: arrays over ``t`` (floats for a scalar ``t``), the error being
     the change under the halving of ``h``.
     """
-    beta = check_real("beta", beta, 0.0, BETA_MAX)
-    d = check_int("d", d, 2)
-    norm = check_choice("norm", norm, SPHERE_NORMS)
-    causal = check_bool("causal", causal)
+    beta, d, norm, causal = _check_layer(beta, d, norm, causal, SPHERE_NORMS)
     tol = check_tol(tol)
     ts = check_times("t", t)
     h = check_real("h", h, 0.0, 0.5, strict_min=True)
-    fixed = not (causal and norm == "post")
-    depth = 0.0 if fixed else float(two_token_coefficients(-1.0, beta, d, causal=True)[0]) / (d - 1)
+    fixed = _minus_one_fixed(beta, norm, causal)
+    depth = 0.0 if fixed else float(two_token_coefficients(
+        -1.0, beta, d, norm=norm, causal=causal)[0]) / (d - 1)
     absorbs = pole_exponent(beta, d, norm=norm, causal=causal, pole=1) < 0.0
     results = []
     for step in (h, h / 2):
