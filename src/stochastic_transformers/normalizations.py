@@ -54,7 +54,7 @@ from .config import NORMS
 
 __all__ = ["unit_gaussian_cosine", "two_token_kernel", "two_token_coefficients",
            "pole_exponent", "critical_beta_ngpt", "causal_antipodal_dimension",
-           "antipodal_at", "pre_layer_gram_moments"]
+           "antipodal_at", "pre_layer_gram_moments", "peri_clock_rate"]
 
 #: The layers whose two-token overlap is a closed diffusion (the tokens stay on the sphere).
 SPHERE_NORMS = ("post", "ngpt")
@@ -383,3 +383,36 @@ def pre_layer_gram_moments(gram, att, d, h, sigma=1.0):
               + np.einsum("kj,il->ikjl", G, a) + np.einsum("kl,ij->ikjl", G, a))
     quadratic = np.einsum("ij,kl->ikjl", a, a) + np.einsum("il,kj->ikjl", a, a)
     return h2 * s2 * d * a, h2 * s2 * linear + h2 * h2 * s2 * s2 * d * quadratic
+
+
+def peri_clock_rate(t, d):
+    r""":math:`E[1/\lvert X_t\rvert^2]` for a token of a peri-LN layer in the depth limit: the
+    rate of its directions' clock :math:`\tau = \int_0^t ds/\lvert X_s\rvert^2`.
+
+    A peri-LN token adds :math:`hN(VA)`, which is uniform on the sphere and independent of
+    the past whatever :math:`A \ne 0`, so :math:`X_t = X_0 + B_t/\sqrt d` with :math:`B` a
+    standard Brownian motion of :math:`\mathbb R^d`, and :math:`d\lvert X_t\rvert^2/t` is a
+    noncentral chi-square of d degrees of freedom and noncentrality :math:`d/t`.  From
+    :math:`E[1/Q] = \int_0^\infty E[e^{-sQ}]\,ds` and its Laplace transform
+    :math:`(1+2s)^{-d/2}e^{-\lambda s/(1+2s)}`,
+
+    .. math::
+
+        E\Bigl[\frac1{\lvert X_t\rvert^2}\Bigr] = \frac{d}{2t}\int_0^1
+        u^{d/2-2}\,e^{-d(1-u)/(2t)}\,du \qquad (d \ge 3),
+
+    which is 1 at :math:`t = 0` and :math:`d/((d-2)t)` for large t: the clock grows like
+    :math:`\tfrac{d}{d-2}\log t`.  ``t`` >= 0 (scalar or 1-D array), ``d`` >= 3.
+    """
+    import scipy.integrate
+
+    ts = np.atleast_1d(check_real_array("t", t, 0.0))
+    d = check_int("d", d, 3)
+    out = np.ones(ts.shape)
+    for i, ti in enumerate(ts.ravel()):
+        if ti > 0.0:
+            a = d / (2.0 * ti)
+            value, _ = scipy.integrate.quad(lambda u: u ** (d / 2.0 - 2.0) * math.exp(-a * (1.0 - u)),
+                                            0.0, 1.0, epsabs=0.0, epsrel=1e-11, limit=200)
+            out.flat[i] = a * value
+    return float(out[0]) if np.ndim(t) == 0 else out
