@@ -67,6 +67,12 @@ def run(knobs, sweeps):
     return finish(raw, knobs)
 
 
+def _trapezoid(rate, t):
+    """The cumulative trapezoid integral of ``rate`` (..., time) over the times ``t``, from 0."""
+    steps = 0.5 * (rate[..., 1:] + rate[..., :-1]) * np.diff(t)
+    return np.concatenate([np.zeros(rate.shape[:-1] + (1,)), np.cumsum(steps, axis=-1)], axis=-1)
+
+
 def min_attention_square(beta: float) -> float:
     """The least :math:`\\lvert A\\rvert^2 = p^2 + q^2 + 2pqz` of two tokens over their overlap z
     (on a grid of 20,001 overlaps; it is interior for beta above about 0.8, not at z = -1)."""
@@ -93,10 +99,12 @@ def finish(ds, knobs):
     ds["clock_rate_peri"] = ("time", normalizations.peri_clock_rate(t, d))
     ds["sq_norm_pre_low"] = ("time", 1.0 + d * t * min_attention_square(beta))
     ds["sq_norm_pre_high"] = ("time", 1.0 + d * t)
-    rate = ds.inv_sq_norm.values
-    ds["clock"] = (("layer", "time"), np.concatenate(
-        [np.zeros((rate.shape[0], 1)),
-         np.cumsum(0.5 * (rate[:, 1:] + rate[:, :-1]) * np.diff(t), axis=1)], axis=1))
+    ds["clock"] = (("layer", "time"), _trapezoid(ds.inv_sq_norm.values, t))
+    # The same trapezoid of the exact rate: what peri-LN's measured clock compares with (the
+    # coarse log grid overstates the integral itself by about 1%).
+    ds["clock_peri"] = ("time", _trapezoid(ds.clock_rate_peri.values, t))
+    # Pre-LN's identity with the measured mean |A|^2 (a trapezoid on the same grid).
+    ds["sq_norm_identity"] = (("layer", "time"), 1.0 + d * _trapezoid(ds.sq_att.values, t))
     theory_p = np.full((ds.layer.size, t.size), np.nan)
     for i, layer in enumerate(ds.layer.values):
         if str(layer) in normalizations.SPHERE_NORMS:
@@ -111,8 +119,13 @@ def finish(ds, knobs):
 
 #: Seconds of simulation per trajectory-layer, as norm_pairs' (the same literal map).
 SECONDS_PER_WORK = 1.1e-7
-#: Family-wise false-alarm rate of each exact-law check over the recorded depths (Bonferroni).
+#: Family-wise false-alarm rate of each check over its recorded depths (Bonferroni).
 ALPHA = 1e-3
+
+
+def _bound(n_tests: int) -> float:
+    """The two-sided Bonferroni bound on |z| for ``n_tests`` tests at :data:`ALPHA`."""
+    return float(scipy.stats.norm.isf(ALPHA / (2 * max(n_tests, 1))))
 
 
 def _max_z(measured, se, exact):
@@ -121,48 +134,52 @@ def _max_z(measured, se, exact):
 
 
 def summary(ds) -> dict:
-    """The exact-law checks (largest deviation over depths, in standard errors, against the
-    Bonferroni bound), pre-LN inside its bounds, the clocks and fractions at T."""
-    n_t = ds.time.size - 1                                  # t = 0 is exact by construction
-    bound = float(scipy.stats.norm.isf(ALPHA / (2 * max(n_t, 1))))
-    out = {"bonferroni_z": bound, "T": float(ds.time[-1]), "L": int(knob_attr(ds, "L")),
+    """The checks (largest deviation over the depths t > 0, in standard errors, against a
+    Bonferroni bound for its own number of tests): peri-LN's squared norm, the layers on the
+    sphere against their limits, pre-LN inside its bounds; peri-LN's clock rate as a largest
+    relative deviation (at d <= 4 the mean of 1/|X|^2 has no finite variance, so no z); the
+    clocks and fractions at T."""
+    later = ds.isel(time=slice(1, None))                   # t = 0 is exact by construction
+    out = {"T": float(ds.time[-1]), "L": int(knob_attr(ds, "L")),
            "n_traj": int(ds.n_traj.values.max()), "d": int(knob_attr(ds, "d")),
-           "beta": float(knob_attr(ds, "beta"))}
+           "beta": float(knob_attr(ds, "beta")), "n_depths": int(later.time.size)}
     layers = [str(x) for x in ds.layer.values]
     if "peri" in layers:
-        peri = ds.sel(layer="peri").isel(time=slice(1, None))
+        peri = later.sel(layer="peri")
         out["peri_norm_z"] = _max_z(peri.sq_norm, peri.sq_norm_se, peri.sq_norm_peri)
-        out["peri_rate_z"] = _max_z(peri.inv_sq_norm, peri.inv_sq_norm_se, peri.clock_rate_peri)
+        out["peri_norm_bound"] = _bound(peri.time.size)
+        out["peri_rate_rel"] = float(np.max(np.abs(peri.inv_sq_norm / peri.clock_rate_peri - 1)))
+        out["peri_clock_theory_at_T"] = float(ds.clock_peri[-1])
     if "pre" in layers:
-        pre = ds.sel(layer="pre")
+        pre = later.sel(layer="pre")
         inside = (pre.sq_norm >= pre.sq_norm_pre_low - 3 * pre.sq_norm_se) & \
             (pre.sq_norm <= pre.sq_norm_pre_high + 3 * pre.sq_norm_se)
         out["pre_inside_bounds"] = bool(inside.all())
+        out["pre_identity_rel"] = float(np.max(np.abs(pre.sq_norm / pre.sq_norm_identity - 1)))
     final = ds.isel(time=-1)
     out["clock_at_T"] = {lay: float(final.clock.sel(layer=lay)) for lay in layers}
     out["antipodal_at_T"] = {lay: float(final.p_antipodal.sel(layer=lay)) for lay in layers}
     out["theory_at_T"] = {lay: float(final.p_theory.sel(layer=lay)) for lay in layers
                           if np.isfinite(final.p_theory.sel(layer=lay))}
-    z = ds.z_score.values[np.isfinite(ds.z_score.values)]
+    z = later.z_score.values[np.isfinite(later.z_score.values)]
     out["sphere_max_z"] = float(np.abs(z).max()) if z.size else 0.0
+    out["sphere_bound"] = _bound(z.size)
     return out
 
 
 def phrases(stats) -> dict[str, str]:
     """``verdict``: the exact laws of the norms and of peri-LN's clock, pre-LN within its
     bounds, and the layers on the sphere against their limits."""
-    b = stats["bonferroni_z"]
     checks = []
     if "peri_norm_z" in stats:
-        ok = max(stats["peri_norm_z"], stats["peri_rate_z"]) < b
-        checks.append((ok, "peri-LN's mean squared norm follows 1 + t and its clock's rate the "
-                       "squared Bessel law at every depth", "peri-LN's norms or clock leave "
-                       "their exact law"))
+        checks.append((stats["peri_norm_z"] < stats["peri_norm_bound"], "peri-LN's mean squared "
+                       "norm follows 1 + t at every depth", "peri-LN's mean squared norm leaves "
+                       "1 + t"))
     if "pre_inside_bounds" in stats:
         checks.append((stats["pre_inside_bounds"], "pre-LN's lie within the bounds of its "
                        "identity", "pre-LN's leave the bounds of its identity"))
     if stats["theory_at_T"]:
-        checks.append((stats["sphere_max_z"] < b, "the antipodal fractions of the layers on the "
+        checks.append((stats["sphere_max_z"] < stats["sphere_bound"], "the antipodal fractions of the layers on the "
                        "sphere follow their limits in depth", "the antipodal fractions of the "
                        "layers on the sphere leave their limits"))
     return {"verdict": verdict(checks, words=("Derived and confirmed", "Partly confirmed",
@@ -193,6 +210,9 @@ def plot(ds):
     if "pre" in layers:
         ax_n.fill_between(t[1:], ds.sq_norm_pre_low[1:], ds.sq_norm_pre_high[1:],
                           color=colours["pre"], alpha=0.15, label="pre-LN bounds")
+        ax_n.loglog(t[1:], ds.sq_norm_identity.sel(layer="pre")[1:], color=colours["pre"],
+                    ls=":", lw=1.2, label=r"$1 + d\int E|A|^2$")
+    ax_p.plot([], [], color="0.3", lw=1.2, label="limit on the sphere")
     ax_n.set(xlabel="depth $t$", title=r"$E|X|^2$")
     ax_r.set(xlabel="depth $t$", title=r"clock rate $E[1/|X|^2]$")
     ax_p.set(xlabel="depth $t$", title=r"$P(1 + Z_t \leq \mathrm{tol})$")

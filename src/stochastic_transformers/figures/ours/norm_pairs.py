@@ -42,11 +42,15 @@ def layer_model(layer: str, *, d, beta, attention) -> ModelConfig:
 
 
 def threshold(layer: str, d: int) -> float:
-    """The beta above which -1 attracts two tokens of ``layer`` (nan: -1 is not fixed)."""
+    """The beta above which -1 attracts two tokens of ``layer`` (nan where none is known:
+    post-LN with the mask, where -1 is not fixed, and pre- and peri-LN, whose unequal norms
+    unfix it)."""
     norm, _, mask = layer.partition("_")
     if norm == "post":
         return float("nan") if mask else float(theory.critical_beta(d))
-    return normalizations.critical_beta_ngpt(d, causal=bool(mask))
+    if norm == "ngpt":
+        return normalizations.critical_beta_ngpt(d, causal=bool(mask))
+    return float("nan")
 
 
 def cell(*, layer, d, beta, n_traj, L, T, attention, tol, seed):
