@@ -28,7 +28,7 @@ SCALES = {"smoke": dict(_COMMON, n_tokens=(3,), betas=(1.0, 4.0), n_traj=50, L=1
           "quick": dict(_COMMON, n_tokens=(3,), betas=tuple(np.arange(0.0, 9.0, 2.0)),
                         n_traj=400, L=100, T=100.0),
           "paper": dict(_COMMON, n_tokens=(3, 6), betas=tuple(np.arange(0.0, 9.0, 1.0)),
-                        n_traj=2000, L=100, T=500.0)}
+                        n_traj=1000, L=100, T=500.0)}
 
 
 def cell(*, layer, n_tokens, beta, d, n_traj, L, T, attention, tol, seed):
