@@ -72,6 +72,13 @@ REQUESTS = [
                      x0=_X0[:, :2])),
     ("pieces", dict(n_tokens=2, d=4, beta=2.0, n_traj=16, L=20, T=2.0, seed=3,
                     first_trajectory=48)),
+    # The other normalisations and the causal mask (a reference written before them lacks
+    # these names; --check compares the names the reference has).
+    ("pre_causal", dict(n_tokens=3, d=4, beta=1.5, n_traj=8, L=10, T=1.0, seed=20,
+                        norm="pre", causal=True)),
+    ("peri_dn", dict(n_tokens=2, d=5, beta=1.0, n_traj=8, L=10, T=1.0, seed=21, norm="peri")),
+    ("ngpt_hybrid", dict(n_tokens=3, d=3, beta=2.0, n_traj=4, L=10, T=1.0, seed=22,
+                         model="hybrid", norm="ngpt", causal=True)),
 ]
 
 
