@@ -54,9 +54,10 @@ def finish(ds, knobs):
     return ds
 
 
-#: Seconds of simulation per trajectory-layer, as norm_pairs' for two tokens; more tokens
-#: cost more a layer, so the projection for N = 6 is low by about 2.
-SECONDS_PER_WORK = 1.1e-7
+#: Seconds of simulation per trajectory-layer, measured on the committed paper run
+#: (results/norm_tokens_paper.nc: 5,192 s of cell time for 5.4e9 trajectory-layers, N = 3
+#: and 6 together, while another run shared the 2-core machine).
+SECONDS_PER_WORK = 9.6e-7
 
 
 def summary(ds) -> dict:
@@ -77,6 +78,25 @@ def summary(ds) -> dict:
                 "one_cluster_at_max": float(top.p_one_cluster),
                 "clustered_at_max": float(top.p_clustered)}
     return out
+
+
+def phrases(stats) -> dict[str, str]:
+    """``onsets``: from which beta each layer on the sphere shows antipodal pairs, for the
+    smallest N; ``off_sphere``: the largest clustered share of pre- and peri-LN."""
+    rows = stats["by_layer"]
+    n = min(int(key.rsplit("= ", 1)[1]) for key in rows)
+    names = {"post": "post-LN", "ngpt": "the nGPT-style layer",
+             "post_causal": "post-LN with the mask", "ngpt_causal": "the nGPT-style layer with it"}
+    def onset(lay):
+        beta = rows[f"{lay}, N = {n}"]["antipodal_pair_from"]
+        return f"β = {beta:g}" if np.isfinite(beta) else "no β of the grid"
+
+    onsets = [f"{onset(lay)} for {name}" for lay, name in names.items()
+              if f"{lay}, N = {n}" in rows]
+    off = [f"{max(v['clustered_at_max'] for k, v in rows.items() if k.startswith(lay + ',')):.0%} "
+           f"for {lay}-LN" for lay in ("pre", "peri") if f"{lay}, N = {n}" in rows]
+    return {"onsets": f"for N = {n}, " + ", ".join(onsets) if onsets else "–",
+            "off_sphere": " and ".join(off) if off else "–"}
 
 
 def tables(stats) -> dict[str, str]:
@@ -113,7 +133,7 @@ def plot(ds):
         axes[1, j].set_xlabel(r"$\beta$")
     axes[0, 0].set_ylabel("an antipodal pair at T")
     axes[1, 0].set_ylabel("one cluster at T")
-    axes[0, -1].legend(loc="upper left")
+    axes[1, -1].legend(loc="upper right")
     return laid_out(fig, f"N tokens at depth T = {float(knob_attr(ds, 'T')):g} (d = "
                          f"{int(knob_attr(ds, 'd'))}, L = {int(knob_attr(ds, 'L'))}, "
                          f"{int(ds.n_traj.values.max()):,} trajectories per point)")
