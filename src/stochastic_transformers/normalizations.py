@@ -364,11 +364,23 @@ def pre_layer_gram_moments(gram, att, d, h, sigma=1.0):
 
     Parameters
     ----------
-    gram : (N, N) array, the Gram matrix :math:`G`
-    att : (N, N) array, the attention outputs' Gram matrix :math:`a`
-    d : int >= 2, h : float > 0 (the residual step), sigma : float > 0
+    gram : (N, N) array
+        The Gram matrix :math:`G`.
+    att : (N, N) array
+        The attention outputs' Gram matrix :math:`a`.
+    d : int
+        The dimension, at least 2.
+    h : float
+        The residual step, positive.
+    sigma : float
+        The standard deviation of the entries of V, positive.
 
-    Returns ``(mean, cov)`` of shapes (N, N) and (N, N, N, N), ``cov[i, k, j, l]``.
+    Returns
+    -------
+    mean : (N, N) array
+        :math:`E[\Delta G]`.
+    cov : (N, N, N, N) array
+        ``cov[i, k, j, l]`` is :math:`\operatorname{Cov}(\Delta G_{ik}, \Delta G_{jl})`.
     """
     G = np.asarray(check_real_array("gram", gram), dtype=float)
     a = np.asarray(check_real_array("att", att), dtype=float)

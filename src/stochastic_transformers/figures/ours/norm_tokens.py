@@ -82,7 +82,8 @@ def summary(ds) -> dict:
 
 def phrases(stats) -> dict[str, str]:
     """``onsets``: from which beta each layer on the sphere shows antipodal pairs, for the
-    smallest N; ``off_sphere``: the largest clustered share of pre- and peri-LN."""
+    smallest N (``onset_n``); ``off_sphere``: the clustered shares of pre- and peri-LN at the
+    largest beta, for that N."""
     rows = stats["by_layer"]
     n = min(int(key.rsplit("= ", 1)[1]) for key in rows)
     names = {"post": "post-LN", "ngpt": "the nGPT-style layer",
@@ -93,9 +94,9 @@ def phrases(stats) -> dict[str, str]:
 
     onsets = [f"{onset(lay)} for {name}" for lay, name in names.items()
               if f"{lay}, N = {n}" in rows]
-    off = [f"{max(v['clustered_at_max'] for k, v in rows.items() if k.startswith(lay + ',')):.0%} "
-           f"for {lay}-LN" for lay in ("pre", "peri") if f"{lay}, N = {n}" in rows]
-    return {"onsets": f"for N = {n}, " + ", ".join(onsets) if onsets else "–",
+    off = [f"{rows[f'{lay}, N = {n}']['clustered_at_max']:.0%} for {lay}-LN"
+           for lay in ("pre", "peri") if f"{lay}, N = {n}" in rows]
+    return {"onset_n": n, "onsets": ", ".join(onsets) if onsets else "–",
             "off_sphere": " and ".join(off) if off else "–"}
 
 
@@ -106,12 +107,12 @@ def tables(stats) -> dict[str, str]:
              f"{v['clustered_at_max']:.2f}", f"{v['one_cluster_at_max']:.2f}"]
             for key, v in stats["by_layer"].items()]
     head = ["layer", "β from which > 5% have an antipodal pair", "largest share with one",
-            f"clustered at β = {stats['beta_max']:g}", f"one cluster at β = {stats['beta_max']:g}"]
+            f"clustered at β = {stats['beta_max']:g}", f"one group at β = {stats['beta_max']:g}"]
     return {"outcomes": markdown_table(head, rows, numeric=True)}
 
 
 def plot(ds):
-    """Two rows (antipodal pair, one cluster) and one column per N; a colour per layer."""
+    """Two rows (antipodal pair, one group) and one column per N; a colour per layer."""
     import matplotlib.pyplot as plt
 
     layers, ns = [str(x) for x in ds.layer.values], ds.n_tokens.values
@@ -132,7 +133,7 @@ def plot(ds):
             ax.set(ylim=(-0.02, 1.02), title=f"N = {int(n)}" if row == 0 else None)
         axes[1, j].set_xlabel(r"$\beta$")
     axes[0, 0].set_ylabel("an antipodal pair at T")
-    axes[1, 0].set_ylabel("one cluster at T")
+    axes[1, 0].set_ylabel("one group at T")
     axes[1, -1].legend(loc="upper right")
     return laid_out(fig, f"N tokens at depth T = {float(knob_attr(ds, 'T')):g} (d = "
                          f"{int(knob_attr(ds, 'd'))}, L = {int(knob_attr(ds, 'L'))}, "
