@@ -28,7 +28,7 @@ from ..words import markdown_table, verdict
 #: The layers drawn: a normalisation on the sphere, then "_causal" for the masked form.
 LAYERS = ("post", "ngpt", "post_causal", "ngpt_causal")
 _COMMON = dict(layers=LAYERS, attention="softmax", tol=1e-3, seed=0)
-SCALES = {"smoke": dict(_COMMON, d=(4,), betas=(0.5, 2.5), n_traj=200, L=20, T=2.0),
+SCALES = {"smoke": dict(_COMMON, d=(4, 8), betas=(0.5, 2.5), n_traj=200, L=20, T=2.0),
           "quick": dict(_COMMON, d=(4, 8), betas=tuple(np.linspace(0.0, 4.0, 9)), n_traj=2000,
                         L=100, T=100.0),
           "paper": dict(_COMMON, d=(4, 8), betas=tuple(np.linspace(0.0, 4.0, 17)),
