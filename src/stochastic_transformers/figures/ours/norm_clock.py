@@ -195,7 +195,7 @@ def plot(ds):
     layers = [str(x) for x in ds.layer.values]
     colours = dict(zip(layers, palette(len(layers))))
     t = ds.time.values
-    fig, axes = plt.subplots(1, 3, figsize=(10.0, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.5))
     ax_n, ax_r, ax_p = axes
     for layer in layers:
         sub, c = ds.sel(layer=layer), colours[layer]
