@@ -22,7 +22,8 @@ from stochastic_transformers.sweep import run_sweep, summed_attrs
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 PROVENANCE = ("package_version", "git_commit", "created", "machine_cpu", "machine_cores")
-SCRIPTS = ("bench_simulators", "bench_random_attention", "profile_layer", "check_reduction")
+SCRIPTS = ("bench_simulators", "bench_random_attention", "bench_other_layers", "profile_layer",
+           "check_reduction")
 
 
 def _script(name):
@@ -242,6 +243,19 @@ def test_markdown_table_formats():
     assert table.splitlines() == ["| A | B |", "|---|---|", "| 1,234 | <x|y> |", "| — | <2.0> |"]
 
 
+def test_bench_other_layers_writes_every_row(tmp_path):
+    path = tmp_path / "other.json"
+    _script("bench_other_layers").main(json_path=str(path), workload=(4, 2), dims=(4,))
+    record = json.loads(path.read_text())
+    _check_record(record, "bench_other_layers", ["methods"])
+    rows = record["tables"]["methods"]
+    assert [(r["layer"], r["method"]) for r in rows[:3]] == [
+        ("pre-LN", "literal"), ("pre-LN", "gaussian_dn"), ("pre-LN", "overlap_chain")]
+    assert len(rows) == 12 and rows[0]["speedup"] == 1.0
+    table = costs.other_layers_table(record)
+    assert "overlap_chain" in table and "post-LN, causal" in table
+
+
 # --------------------------------------------------------------------------- committed files
 def test_the_committed_benchmark_records_are_complete():
     records = costs.read_benchmarks()
@@ -252,7 +266,7 @@ def test_the_committed_benchmark_records_are_complete():
                                  "quick"):
             assert key in record, (name, key)
     stats = costs.summary()
-    for key in ("simulators", "random_attention", "profile", "reduction"):
+    for key in ("simulators", "random_attention", "other_layers", "profile", "reduction"):
         assert key in stats, key
     # the simulator table has the four workloads of the page
     assert {"N2_d4", "N2_d10", "N3_d4", "N8_d4", "fig6"} <= set(records["bench_simulators"]["tables"])

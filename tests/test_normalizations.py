@@ -141,7 +141,7 @@ def test_bad_layers_are_refused_when_configured(fields, match):
 
 
 @pytest.mark.parametrize("run, match", [
-    (dict(method="overlap_chain"), "method"),
+    (dict(method="overlap_chain", n_tokens=3), "method"),
     (dict(method="reduced"), "method"),
     (dict(split=(1, 1)), "split"),
     (dict(stop_level=1e-6), "stop_level"),
@@ -150,6 +150,149 @@ def test_the_chains_refuse_the_other_layers(run, match):
     with pytest.raises(ValueError, match=match):
         simulate(ModelConfig(d=4, beta=1.0, norm="pre"),
                  RunConfig(**{"n_tokens": 2, "n_traj": 4, "L": 5, "T": 1.0, **run}))
+
+
+# ------------------------------------------------------------------ the two-token chain
+def _frame_layer(s, c, r1, r2, z, kappa, beta, norm, causal):
+    """One layer of two tokens r_k y_k written out in R^4 (the chain's frame: y_1, y_2 =
+    c u -+ s w, V u and V w given by the seven numbers ``z``), with the numpy layer above."""
+    g11, g21, g12, g22, t11, t21, t22 = z
+    v = np.zeros((4, 4))
+    v[:, 0], v[:, 1] = (g11, g21, t11, 0.0), (g12, g22, t21, t22)
+    x = np.array([[r1 * c, -r1 * s, 0, 0], [r2 * c, r2 * s, 0, 0]])
+    out = _layer(x, _attention(x, beta, causal) @ v.T, kappa, norm)
+    gram = out @ out.T
+    return gram[0, 1] / np.sqrt(gram[0, 0] * gram[1, 1]), np.sqrt(np.diag(gram))
+
+
+def _chain_weights(s, beta, causal):
+    from stochastic_transformers import attention as att
+
+    return (att.causal_pair_weights(s, beta) if causal
+            else att.cluster_pair_weights(s, beta, True, 1.0, 1.0))
+
+
+@pytest.mark.parametrize("norm, causal", [("post", False)] + VARIANTS)
+def test_a_layer_of_the_pair_chain_equals_the_layer_in_its_frame(norm, causal):
+    """The chain's layer (:func:`attention.pair_layer_other`) against the same layer written
+    out in R^4, for random states, norms and random numbers: overlap and norms to 1e-12."""
+    from stochastic_transformers import attention as att
+
+    rng = np.random.default_rng(3)
+    code = {"post": att.POST, "pre": att.PRE, "peri": att.PERI, "ngpt": att.NGPT}[norm]
+    for _ in range(50):
+        theta = rng.uniform(0, np.pi)
+        s, c = np.sin(theta / 2), np.cos(theta / 2)
+        r1, r2 = rng.uniform(0.5, 3.0, 2) if norm in ("pre", "peri") else (1.0, 1.0)
+        z = rng.standard_normal(7)
+        z[4], z[6] = abs(z[4]), abs(z[6])
+        kappa, beta = rng.uniform(0.05, 0.8), rng.uniform(0, 4)
+        s1, c1, q1, q2 = att.pair_layer_other(s, c, r1, r2, kappa,
+                                              _chain_weights(s, beta, causal), code, z)
+        overlap, norms = _frame_layer(s, c, r1, r2, z, kappa, beta, norm, causal)
+        assert abs((c1 * c1 - s1 * s1) - overlap) < 1e-12
+        if norm in ("pre", "peri"):
+            np.testing.assert_allclose([q1, q2], norms, rtol=1e-12)
+        else:
+            assert (q1, q2) == (1.0, 1.0)
+
+
+def _mp_layer_gaps(s, c, z, kappa, beta, norm, causal):
+    """1 - overlap and 1 + overlap of the sphere layers after one layer, at 60 digits
+    (mpmath), from the frame's exact half angles (s, c)."""
+    import mpmath as mp
+
+    mp.mp.dps = 60
+    s, c = mp.mpf(s), mp.mpf(c)
+    z_ = [mp.mpf(v) for v in z]
+    vu = [z_[0], z_[1], z_[4], 0]
+    vw = [z_[2], z_[3], z_[5], z_[6]]
+    r = mp.exp(-2 * beta * s * s)
+    if causal:
+        weights = [(1, 0), (1 / (1 + r), r / (1 + r))]   # (self, other)
+    else:
+        weights = [(1 / (1 + r), r / (1 + r))] * 2
+    ys = [(c, -s), (c, s)]
+    out = []
+    for k in (0, 1):
+        p, q = weights[k]
+        a = [p * ys[k][i] + q * ys[1 - k][i] for i in (0, 1)]     # A_k in (u, w)
+        va = [a[0] * vu[i] + a[1] * vw[i] for i in range(4)]
+        scale = kappa / mp.sqrt(sum(x * x for x in va)) if norm == "ngpt" else kappa
+        y = [ys[k][0] + scale * va[0], ys[k][1] + scale * va[1], scale * va[2], scale * va[3]]
+        nrm = mp.sqrt(sum(x * x for x in y))
+        out.append([x / nrm for x in y])
+    diff = sum((a - b) ** 2 for a, b in zip(*out))
+    total = sum((a + b) ** 2 for a, b in zip(*out))
+    return diff / 2, total / 2
+
+
+@pytest.mark.parametrize("norm, causal", [("post", True), ("ngpt", False), ("ngpt", True)])
+@pytest.mark.parametrize("pole", ["+1", "-1"])
+def test_the_pair_chain_keeps_its_relative_precision_at_both_poles(norm, causal, pole):
+    """Started 1e-30 from a pole, one layer of the chain gives 1 - Z and 1 + Z to a relative
+    1e-12 of a 60-digit computation of the same layer, on the sphere layers (where the poles
+    decide the outcome and the chain runs deep)."""
+    from stochastic_transformers import attention as att
+
+    code = att.NGPT if norm == "ngpt" else att.POST
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        z = rng.standard_normal(7)
+        z[4], z[6] = abs(z[4]), abs(z[6])
+        small = 1e-15 * rng.uniform(0.5, 1.0)   # a half angle: 1 -+ Z = 2 small^2 ~ 1e-30
+        s, c = (small, np.sqrt(1 - small ** 2)) if pole == "+1" else (np.sqrt(1 - small ** 2), small)
+        # A tiny step keeps the new state near the pole, where cancellation would show.
+        kappa = 1e-14 if pole == "+1" else 1e-14
+        s1, c1, _, _ = att.pair_layer_other(s, c, 1.0, 1.0, kappa,
+                                            _chain_weights(s, 2.0, causal), code, z)
+        minus, plus = _mp_layer_gaps(s, c, z, kappa, 2.0, norm, causal)
+        gap, exact = (2 * s1 * s1, minus) if pole == "+1" else (2 * c1 * c1, plus)
+        assert abs(gap / float(exact) - 1) < 1e-12
+
+
+@pytest.mark.parametrize("norm, causal", VARIANTS)
+def test_the_pair_chain_has_the_law_of_the_token_map(norm, causal):
+    """Two tokens through 20 layers (L = 10, T = 2, d = 5, beta = 2), 20,000 trajectories of
+    the chain against 20,000 of the literal map: two-sample KS tests of the overlap of the
+    directions and, for pre- and peri-LN, of both norms, each at level 1e-4 (7 variants, 15
+    tests: a false alarm in about 0.15% of seeds; the seeds are fixed)."""
+    model = ModelConfig(d=5, beta=2.0, norm=norm, causal=causal)
+    runs = {m: simulate(model, RunConfig(n_tokens=2, n_traj=20_000, L=10, T=2.0, method=m,
+                                         seed=seed))
+            for m, seed in (("overlap_chain", 1), ("literal", 2))}
+    chain, token = (runs[m].gram.values for m in ("overlap_chain", "literal"))
+    assert runs["overlap_chain"].attrs["method"] == "overlap_chain"
+    dir_chain, dir_token = direction_gram(chain), direction_gram(token)
+    assert scipy.stats.ks_2samp(dir_chain[:, 0, 1], dir_token[:, 0, 1]).pvalue > 1e-4
+    if norm in ("pre", "peri"):
+        for k in (0, 1):
+            assert scipy.stats.ks_2samp(chain[:, k, k], token[:, k, k]).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("norm, causal", VARIANTS + [("post", False)])
+def test_the_hybrid_pair_chain_follows_the_token_map_path_by_path(norm, causal):
+    """With the same start the hybrid model's chain and N-token map draw the same scalar a
+    layer from the same stream, so they give the same paths up to rounding."""
+    x0 = _start(2, 5, 0)
+    model = ModelConfig(d=5, beta=1.5, kind="hybrid", epsilon=0.7, norm=norm, causal=causal)
+    runs = [simulate(model, RunConfig(n_tokens=2, n_traj=50, L=20, T=3.0, x0=x0, seed=4,
+                                      method=m, times=[1.0, 3.0]))
+            for m in ("overlap_chain", "literal")]
+    np.testing.assert_allclose(runs[0].gram_t.values, runs[1].gram_t.values, rtol=1e-12,
+                               atol=1e-13)
+
+
+def test_the_pair_chain_is_autos_choice_and_refuses_stopping():
+    model = ModelConfig(d=4, beta=1.0, norm="ngpt")
+    run = RunConfig(n_tokens=2, n_traj=8, L=10, T=1.0, seed=2)
+    ds = simulate(model, run)
+    assert ds.attrs["method"] == "overlap_chain" and ds.attrs["stop_level"] == 0.0
+    threads = [simulate(model, RunConfig(n_tokens=2, n_traj=16, L=10, T=1.0, seed=2,
+                                         n_threads=k)).gram.values for k in (1, 2)]
+    assert np.array_equal(*threads)
+    with pytest.raises(ValueError, match="stop_level"):
+        simulate(model, RunConfig(n_tokens=2, n_traj=8, L=10, T=1.0, stop_level=1e-6))
 
 
 # ------------------------------------------------------------------ the limits
@@ -211,11 +354,14 @@ def test_post_ln_with_the_mask_leaves_antipodes_like_a_bessel_process_of_dimensi
         nz.pole_exponent(1.0, d, causal=True)
 
 
-def _one_step_overlap_moments(z, beta, d, norm, causal, L, n_pairs, seed):
-    """Mean and variance of (Z' - Z) L over one layer from two tokens at overlap z, with V
-    and -V antithetic pairs (as tests/test_theory.py does for post-LN)."""
+def _one_step_overlap_moments(z, beta, d, norm, causal, L, n_pairs, seed, norms=(1.0, 1.0)):
+    """Mean and variance of (Z' - Z) L r1 r2 over one layer from two tokens of norms
+    ``norms`` whose directions have overlap z (Z the directions' overlap; r1 r2 turns a
+    layer into its share of the clock), with V and -V antithetic pairs (as
+    tests/test_theory.py does for post-LN)."""
     x0 = np.zeros((2, d))
     x0[0, 0], x0[1, 0], x0[1, 1] = 1.0, z, np.sqrt(1 - z * z)
+    x0 *= np.array(norms)[:, None]
     att = _attention(x0, beta, causal)
     h = 1.0 / np.sqrt(L)
     v = np.random.default_rng(seed).standard_normal((n_pairs, d, d))
@@ -223,20 +369,27 @@ def _one_step_overlap_moments(z, beta, d, norm, causal, L, n_pairs, seed):
     for sign in (1.0, -1.0):
         x = _unit(_layer(x0[None], np.einsum("tab,ib->tia", sign * v, att), h, norm))
         out.append(np.einsum("ta,ta->t", x[:, 0], x[:, 1]))
-    pairs = (np.stack(out) - z).mean(axis=0) * L
+    clock = L * norms[0] * norms[1]
+    pairs = (np.stack(out) - z).mean(axis=0) * clock
     half_diff = 0.5 * (out[0] - out[1])
-    return pairs.mean(), pairs.std(ddof=1) / np.sqrt(n_pairs), (half_diff ** 2).mean() * L
+    return pairs.mean(), pairs.std(ddof=1) / np.sqrt(n_pairs), (half_diff ** 2).mean() * clock
 
 
-@pytest.mark.parametrize("norm, causal", [("post", True), ("ngpt", False), ("ngpt", True)])
-def test_overlap_coefficients_match_one_step_moments(norm, causal):
+@pytest.mark.parametrize("norm, causal, norms", [
+    ("post", True, (1.0, 1.0)), ("ngpt", False, (1.0, 1.0)), ("ngpt", True, (1.0, 1.0)),
+    ("pre", False, (1.5, 0.8)), ("pre", True, (0.7, 1.3)), ("peri", False, (1.5, 0.8)),
+    ("peri", True, (0.7, 1.3))])
+def test_overlap_coefficients_match_one_step_moments(norm, causal, norms):
     """One layer at L = 20,000, 100,000 antithetic pairs, three overlaps: drift within 4
-    standard errors (false-alarm rate about 6e-5 per check, 9 checks), variance within 1.5%
-    (sampling error about 0.5%, bias O(1/L))."""
+    standard errors (false-alarm rate about 6e-5 per check, 21 checks), variance within 1.5%
+    (sampling error about 0.5%, bias O(1/L)).  Pre- and peri-LN start from unequal norms,
+    where the directions' coefficients take the ratio r1/r2."""
     beta, d, L = 1.2, 4, 20_000
     for k, z in enumerate((-0.9, -0.3, 0.5)):
-        drift, se, var = _one_step_overlap_moments(z, beta, d, norm, causal, L, 100_000, 40 + k)
-        mu, s2 = nz.two_token_coefficients(z, beta, d, norm=norm, causal=causal)
+        drift, se, var = _one_step_overlap_moments(z, beta, d, norm, causal, L, 100_000, 40 + k,
+                                                   norms)
+        mu, s2 = nz.two_token_coefficients(z, beta, d, norm=norm, causal=causal,
+                                           ratio=norms[0] / norms[1])
         assert abs(drift - mu) <= 4 * se, (z, drift, mu, se)
         assert var == pytest.approx(s2, rel=0.015), (z, var, s2)
 

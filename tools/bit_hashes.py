@@ -76,9 +76,15 @@ REQUESTS = [
     # these names; --check compares the names the reference has).
     ("pre_causal", dict(n_tokens=3, d=4, beta=1.5, n_traj=8, L=10, T=1.0, seed=20,
                         norm="pre", causal=True)),
-    ("peri_dn", dict(n_tokens=2, d=5, beta=1.0, n_traj=8, L=10, T=1.0, seed=21, norm="peri")),
+    ("peri_dn", dict(n_tokens=2, d=5, beta=1.0, n_traj=8, L=10, T=1.0, seed=21, norm="peri",
+                     method="gaussian_dn")),
     ("ngpt_hybrid", dict(n_tokens=3, d=3, beta=2.0, n_traj=4, L=10, T=1.0, seed=22,
                          model="hybrid", norm="ngpt", causal=True)),
+    # Their two-token chain.
+    ("peri_chain", dict(n_tokens=2, d=5, beta=1.0, n_traj=8, L=10, T=1.0, seed=23, norm="peri",
+                        times=[0.5, 1.0])),
+    ("ngpt_causal_chain", dict(n_tokens=2, d=4, beta=3.0, n_traj=8, L=10, T=1.0, seed=24,
+                               norm="ngpt", causal=True)),
 ]
 
 

@@ -537,6 +537,103 @@ def cluster_pair_layer(s, c, kappa, weights, z):
 
 
 # --------------------------------------------------------------------------------------
+# Two tokens under the other layers (pre-, peri-LN, nGPT-style, the causal mask), B = I.
+#
+# Attention reads the directions y_1, y_2 (half angles s, c as above), so A_k lies in their
+# plane and a layer needs the same seven random numbers; the state adds the two norms
+# r_1, r_2, which pre- and peri-LN change and the sphere layers keep at 1.
+# --------------------------------------------------------------------------------------
+
+
+@nb.njit(**_JIT)
+def causal_pair_weights(s, beta):
+    r""":func:`cluster_pair_weights`' tuple (softmax, one token a point) under the causal mask.
+
+    Token 1 attends to itself only, :math:`A_1 = y_1`; token 2 to both,
+    :math:`A_2 = p\,y_2 + q\,y_1` with :math:`p = 1/(1+r)`, :math:`q = r/(1+r)`,
+    :math:`r = e^{-2\beta s^2}`.  In the half-angle frame :math:`t_1 = t_2 = 1`,
+    :math:`e_1 = -1`, :math:`e_2 = p - q = (1-r)/(1+r)`, so :math:`e_2 - e_1 = 2/(1+r)`
+    and :math:`e_1 + e_2 = -2r/(1+r)` (which does not vanish at -1: the antipodal pair is
+    not a fixed point).
+    """
+    q = 2.0 * beta * s * s
+    r = math.exp(-q)
+    inv = 1.0 / (1.0 + r)
+    return 1.0, 1.0, 1.0, -1.0, -math.expm1(-q) * inv, 0.0, 2.0 * inv, -2.0 * r * inv
+
+
+@nb.njit(inline="always", **_JIT)
+def _frame_image(au, aw, z):
+    r""":math:`V(a_u u + a_w w)/\sigma` in the frame :math:`(u, w, e_3, e_4)` of
+    :func:`cluster_pair_layer` (``z`` its seven random numbers)."""
+    return (au * z[0] + aw * z[2], au * z[1] + aw * z[3], au * z[4] + aw * z[5], aw * z[6])
+
+
+@nb.njit(inline="always", **_JIT)
+def _norm4(v):
+    return math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3])
+
+
+@nb.njit(**_JIT)
+def pair_layer_other(s, c, r1, r2, kappa, weights, norm, z):
+    r"""One layer of two tokens under the normalisation ``norm`` (a code of :func:`_step`).
+
+    The tokens are :math:`r_k y_k` with :math:`y_{1,2} = c\,u \mp s\,w`; ``weights`` is the
+    tuple of :func:`cluster_pair_weights` (m1 = m2 = 1, softmax) or of
+    :func:`causal_pair_weights`; ``z`` the seven numbers of :func:`cluster_pair_layer` (for
+    the hybrid model :math:`V = I`: z = (1, 0, 0, 1, 0, 0, 0)).  With
+    :math:`v_k = V A_k/\sigma`, the update is :math:`Y_k = r_k y_k + k_k v_k` where
+    :math:`k_k` = ``kappa`` (post, pre: :math:`h\sigma`, or w) or ``kappa``/:math:`|v_k|`
+    (peri, nGPT: :math:`h`, or w).  Returns ``(s', c', r1', r2')``: the half angles of
+    :math:`(Y_1, Y_2)` and the norms :math:`|Y_k|` (pre, peri) or 1 (post, nGPT: normalised).
+
+    Precision at the poles as in :func:`cluster_pair_layer`: with :math:`\lambda = r_2/r_1`,
+    :math:`\sin\theta' \propto |Y_1 \wedge (Y_2 \mp \lambda Y_1)|`, and
+    :math:`Y_2 - \lambda Y_1 = 2r_2 s\,w + k_2 (v_2 - v_1) + (k_2 - \lambda k_1) v_1`
+    (:math:`Y_2 + \lambda Y_1 = 2r_2 c\,u + k_2(v_1 + v_2) - (k_2 - \lambda k_1) v_1`),
+    where :math:`v_2 \mp v_1` come from the exact weight combinations and
+    :math:`k_2 - k_1 = \kappa(|v_1|^2 - |v_2|^2)/(|v_1||v_2|(|v_1| + |v_2|))` with
+    :math:`|v_1|^2 - |v_2|^2 = -\langle v_2 - v_1, v_1 + v_2\rangle`.
+    """
+    _, t1, t2, e1, e2, t_diff, e_diff, e_sum = weights  # softmax: the first is 1
+    v1 = _frame_image(t1 * c, e1 * s, z)
+    v2 = _frame_image(t2 * c, e2 * s, z)
+    dv = _frame_image(t_diff * c, e_diff * s, z)
+    sv = _frame_image((t1 + t2) * c, e_sum * s, z)
+    k1 = k2 = kappa
+    k_gap = 0.0  # k2 - k1
+    if norm == PERI or norm == NGPT:
+        n1, n2 = _norm4(v1), _norm4(v2)
+        # A zero update (cancelling attention outputs) stays zero, as in _step.
+        k1 = kappa / n1 if n1 > 0.0 else 0.0
+        k2 = kappa / n2 if n2 > 0.0 else 0.0
+        if n1 > 0.0 and n2 > 0.0:
+            dot = dv[0] * sv[0] + dv[1] * sv[1] + dv[2] * sv[2] + dv[3] * sv[3]
+            k_gap = -kappa * dot / (n1 * n2 * (n1 + n2))
+        else:
+            k_gap = k2 - k1
+    # k2 - (r2/r1) k1; on the sphere r1 = r2 = 1, so it is k_gap exactly.
+    gap = k_gap + (r1 - r2) / r1 * k1
+    y1 = (r1 * c + k1 * v1[0], -r1 * s + k1 * v1[1], k1 * v1[2], k1 * v1[3])
+    y2 = (r2 * c + k2 * v2[0], r2 * s + k2 * v2[1], k2 * v2[2], k2 * v2[3])
+    cos_part = y1[0] * y2[0] + y1[1] * y2[1] + y1[2] * y2[2] + y1[3] * y2[3]
+    if s <= c:
+        d0 = k2 * dv[0] + gap * v1[0]
+        d1 = 2.0 * r2 * s + k2 * dv[1] + gap * v1[1]
+        d2 = k2 * dv[2] + gap * v1[2]
+        d3 = k2 * dv[3] + gap * v1[3]
+    else:
+        d0 = 2.0 * r2 * c + k2 * sv[0] - gap * v1[0]
+        d1 = k2 * sv[1] - gap * v1[1]
+        d2 = k2 * sv[2] - gap * v1[2]
+        d3 = k2 * sv[3] - gap * v1[3]
+    s_new, c_new = half_angles(cos_part, _wedge4(y1[0], y1[1], y1[2], y1[3], d0, d1, d2, d3))
+    if norm == PRE or norm == PERI:
+        return s_new, c_new, _norm4(y1), _norm4(y2)
+    return s_new, c_new, 1.0, 1.0
+
+
+# --------------------------------------------------------------------------------------
 # The same attention in numpy, for many configurations at once.
 # --------------------------------------------------------------------------------------
 

@@ -416,6 +416,16 @@ def _random_attention_summary(record: dict) -> dict:
     return out
 
 
+def _other_layers_summary(record: dict) -> dict:
+    """``run``; ``largest_d``, and at that width ``chain_over_literal_min`` and ``_max`` (the
+    two-token chain's rate over the literal map's, across the layers timed)."""
+    rows = record["tables"]["methods"]
+    largest = max(r["d"] for r in rows)
+    ratios = [r["speedup"] for r in rows if r["d"] == largest and r["method"] == "overlap_chain"]
+    return {"run": _record_summary(record), "largest_d": largest,
+            "chain_over_literal_min": min(ratios), "chain_over_literal_max": max(ratios)}
+
+
 #: The parts of a layer that :func:`_profile_summary` compares: the random numbers, the
 #: exponentials of the attention, the rest of the attention.
 PROFILE_PARTS = ("normals", "exponentials", "rest of the attention")
@@ -470,7 +480,7 @@ def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
     """Every number the cost page quotes: ``results`` (the committed results, see
     :func:`result_costs`), ``projected`` (CPU-hours, :func:`projected_costs`), ``fig3``
     (:func:`fig3_committed`) and one entry per benchmark record present: ``simulators``,
-    ``random_attention``, ``profile`` and ``reduction``."""
+    ``random_attention``, ``other_layers``, ``profile`` and ``reduction``."""
     rows = result_costs(results)
     done = {r["figure"] for r in rows if r["result"].endswith("_paper")}
     out = {"results": _results_summary(rows), "fig3": fig3_committed(results),
@@ -478,6 +488,7 @@ def summary(results=RESULTS_DIR, benchmarks=BENCHMARKS_DIR) -> dict:
     return out | _per_record(read_benchmarks(benchmarks), (
         ("bench_simulators", "simulators", _simulator_summary),
         ("bench_random_attention", "random_attention", _random_attention_summary),
+        ("bench_other_layers", "other_layers", _other_layers_summary),
         ("profile_layer", "profile", _profile_summary),
         ("check_reduction", "reduction", _reduction_summary)))
 
@@ -618,6 +629,23 @@ def random_attention_table(record: dict) -> str:
                  "speedup": _times}))
 
 
+def other_layers_table(record: dict) -> str:
+    """The two-token benchmark of the other layers: a row per layer and width, a column per
+    method, each cell the rate in millions of trajectory-layers a second with its ratio to
+    the literal map."""
+    settings = record["settings"]
+    cells: dict = {}
+    for r in record["tables"]["methods"]:
+        cells.setdefault((r["layer"], r["d"]), {})[r["method"]] = (
+            f"{r['rate'] / 1e6:.2f} ({_times(r['speedup'])})")
+    methods = list(dict.fromkeys(r["method"] for r in record["tables"]["methods"]))
+    return (f"two tokens, {settings['n_traj']:,} trajectories × {settings['n_layers']} layers, "
+            "one thread; millions of trajectory-layers a second (× the literal map)\n\n"
+            + markdown_table([("layer", "layer"), ("d", "d")] + [(m, m) for m in methods],
+                             [{"layer": k[0], "d": k[1], **v} for k, v in cells.items()],
+                             {"d": "d"}))
+
+
 def profile_table(record: dict) -> str:
     """The parts of a layer (nanoseconds) of the layer profile, under its layer count."""
     counts = ("n_tokens", "d", "n_normals", "n_exp")
@@ -649,11 +677,12 @@ def page_tables(rows: list[dict], records: dict, stats: dict) -> dict[str, str]:
     """Every table of the cost page but the first (Markdown), keyed as the page glues them:
     ``provenance`` and ``notes`` of the committed results (``rows``), ``projected`` (from
     ``stats``, :func:`summary`), and one per benchmark record present: ``simulators``,
-    ``fig6``, ``random_attention``, ``profile`` and ``reduction``."""
+    ``fig6``, ``random_attention``, ``other_layers``, ``profile`` and ``reduction``."""
     return {"provenance": provenance_table(rows), "notes": notes_markdown(rows),
             "projected": projected_table(stats["projected"])} | _per_record(records, (
         ("bench_simulators", "simulators", simulator_table),
         ("bench_simulators", "fig6", fig6_table),
         ("bench_random_attention", "random_attention", random_attention_table),
+        ("bench_other_layers", "other_layers", other_layers_table),
         ("profile_layer", "profile", profile_table),
         ("check_reduction", "reduction", reduction_table)))

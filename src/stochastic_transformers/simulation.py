@@ -91,20 +91,26 @@ def _resolve_feedforward(model, run):
 
 
 def _resolve_other_layer(model, run):
-    """Methods of the other normalisations and of the causal mask: the N-token map only
-    (``literal``, or ``gaussian_dn`` for Gaussian values; the hybrid model's token path).
-    The chains and the two-cluster reduction assume the paper's symmetric post-LN layer."""
+    """Methods of the other normalisations and of the causal mask: the N-token map
+    (``literal``, or ``gaussian_dn`` for Gaussian values; the hybrid model's token path),
+    and for two tokens with B = I the overlap chain, whose state then adds the two norms
+    (:func:`~stochastic_transformers.attention.pair_layer_other`).  The two-cluster chains
+    assume the paper's symmetric post-LN layer."""
     method = run.method
     gaussian = model.kind == "stochastic" and model.values == "gaussian"
+    chain_ok = run.n_tokens == 2 and model.b_is_identity and (model.kind == "hybrid" or gaussian)
     what = "norm=" + repr(model.norm) if model.norm != "post" else "causal=True"
     if run.split is not None:
         raise ValueError(f"split (the two-point chain) does not run {what}: pass the "
                          "two-point configuration as x0 for the N-token map")
-    if method == "gaussian_dn" and gaussian:
+    if method == "gaussian_dn" and gaussian or method == "overlap_chain" and chain_ok:
         return method
     if method not in ("auto", "literal"):
-        raise ValueError(f"{what} runs on the N-token map: method 'auto', 'literal' or, for "
-                         f"Gaussian values, 'gaussian_dn'; got {method!r}")
+        raise ValueError(f"{what} runs on the N-token map (method 'auto', 'literal' or, for "
+                         "Gaussian values, 'gaussian_dn') or, for two tokens with B = identity "
+                         f"and Gaussian values or the hybrid model, 'overlap_chain'; got {method!r}")
+    if method == "auto" and chain_ok:
+        return "overlap_chain"
     if method == "auto" and gaussian and dn_is_faster(run.n_tokens, model.d):
         return "gaussian_dn"
     return "literal"
@@ -217,6 +223,13 @@ class _Plan:
 def _stopping(model, run, method):
     """(stop_level, s_stop, c_stop): the early-stopping level resolved and its half angles."""
     level = run.stop_level
+    if not model.is_post_unmasked:
+        # The stopping angles are the paper's layer's; pre- and peri-LN pairs can also leave
+        # a pole (tokens of one direction and unequal norms move apart).
+        if level is not None and level > 0.0:
+            raise ValueError("stop_level > 0 needs the paper's layer (norm='post', "
+                             "causal=False): the stopping angles are its own")
+        return 0.0, 0.0, 0.0
     if model.has_feedforward:
         # The stopping angles come from the diffusion without the block.
         if level is not None and level > 0.0:

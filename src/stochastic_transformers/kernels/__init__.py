@@ -4,6 +4,7 @@
 module                     methods
 =========================  ==============================================================
 :mod:`.pair`               ``overlap_chain``: two tokens, seven random numbers a layer
+                           (under every normalisation and the causal mask)
 :mod:`.tokens`             ``literal`` and ``gaussian_dn``: the N-token map (and hybrid)
 :mod:`.two_point`          ``cluster_chain``, ``reduced`` and ``snap``: two-point states
 :mod:`.random_attention`   the follow-up's ``literal`` and ``subspace``
@@ -50,6 +51,8 @@ def runner_for(plan) -> Runner:
         return RANDOM_ATTENTION_RUNNER
     if plan.model.has_feedforward:
         return FEEDFORWARD_RUNNERS[plan.method]
+    if plan.method == "overlap_chain" and not plan.model.is_post_unmasked:
+        return pair.OTHER_LAYER_RUNNER
     return RUNNERS[plan.method]
 
 

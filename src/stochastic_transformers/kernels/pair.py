@@ -19,6 +19,7 @@ from .. import attention as _att
 from .. import rng as _rng
 from .._jit import JIT_PARALLEL
 from .common import Runner, draw_pair_noise, half_angle_outputs, start_pair
+from .tokens import NORM_CODES
 
 
 @nb.njit(**JIT_PARALLEL)
@@ -66,6 +67,39 @@ def _pair_kernel(key0, key1, first, n, d, n_layers, beta, softmax, h, sigma, inv
         s_out[t] = s
         c_out[t] = c
         stopped_layer[t] = stop
+
+
+@nb.njit(**JIT_PARALLEL)
+def _other_layer_kernel(key0, key1, first, n, d, n_layers, beta, norm, causal, h, sigma,
+                        inv_l, epsilon, hybrid, s0, c0, init_mode, rec_layers, rec_state,
+                        state_out):
+    """Run ``n`` two-token trajectories under another layer (pre-, peri-LN, nGPT-style or the
+    causal mask; :func:`attention.pair_layer_other`).  The state (s, c, r1, r2) adds the two
+    norms to the half angles; records and ``state_out`` hold it in that order.  The same
+    seven numbers a stochastic layer as :func:`_pair_kernel`, one a hybrid layer."""
+    for t in nb.prange(n):
+        state = np.empty(4, dtype=np.uint64)
+        s, c = start_pair(state, key0, key1, first + t, d, init_mode, s0, c0, t)
+        r1 = r2 = 1.0
+        z = np.zeros(7)
+        ptr = 0
+        for layer in range(n_layers + 1):
+            if layer > 0:
+                weights = (_att.causal_pair_weights(s, beta) if causal
+                           else _att.cluster_pair_weights(s, beta, True, 1.0, 1.0))
+                if hybrid:
+                    # V = w I: the frame's images are u and w themselves.
+                    z[0], z[3] = 1.0, 1.0
+                    kappa = inv_l + epsilon * _rng.normal(state) * h
+                else:
+                    draw_pair_noise(state, d, z)
+                    kappa = h if norm == _att.PERI or norm == _att.NGPT else h * sigma
+                s, c, r1, r2 = _att.pair_layer_other(s, c, r1, r2, kappa, weights, norm, z)
+            while ptr < rec_layers.size and rec_layers[ptr] == layer:
+                rec_state[t, ptr, 0], rec_state[t, ptr, 1] = s, c
+                rec_state[t, ptr, 2], rec_state[t, ptr, 3] = r1, r2
+                ptr += 1
+        state_out[t, 0], state_out[t, 1], state_out[t, 2], state_out[t, 3] = s, c, r1, r2
 
 
 def _initial_half_angles(plan):
@@ -120,3 +154,41 @@ def _assemble(plan, a):
 
 
 RUNNER = Runner(_allocate, _run, _assemble)
+
+def _allocate_other(plan):
+    s0, c0, init_mode = _initial_half_angles(plan)
+    return dict(s0=s0, c0=c0, init_mode=init_mode, state=np.empty((plan.n_traj, 4)),
+                rec=np.empty((plan.n_traj, plan.rec.size, 4)))
+
+
+def _run_other(plan, a, lo, hi):
+    _other_layer_kernel(plan.key0, plan.key1, plan.first_trajectory + lo, hi - lo, plan.d,
+                        plan.n_layers, plan.beta, NORM_CODES[plan.norm], plan.causal, plan.h,
+                        plan.sigma, 1.0 / plan.L, plan.epsilon, plan.kind == "hybrid",
+                        a["s0"][lo:hi], a["c0"][lo:hi], a["init_mode"], plan.rec,
+                        a["rec"][lo:hi], a["state"][lo:hi])
+
+
+def _state_gram(state):
+    """2x2 Gram matrices of the tokens r_k y_k from states (..., 4) = (s, c, r1, r2)."""
+    s, c, r1, r2 = np.moveaxis(state, -1, 0)
+    gram = pair_gram(s, c)
+    gram *= np.stack([r1, r2], -1)[..., :, None] * np.stack([r1, r2], -1)[..., None, :]
+    return gram
+
+
+def _assemble_other(plan, a):
+    """As :func:`_assemble`, with the norms in ``gram`` and ``gram_t``; the overlaps
+    ``one_minus_overlap`` and ``one_plus_overlap`` are those of the directions."""
+    state, stopped = a["state"], np.full(plan.n_traj, -1, dtype=np.int64)
+    data = half_angle_outputs(_state_gram(state), state[:, 0], state[:, 1], stopped)
+    if plan.times is not None:
+        rec = a["rec"][:, plan.inverse]
+        data["gram_t"] = (("trajectory", "time", "i", "j"), _state_gram(rec))
+        data["one_minus_overlap_t"] = (("trajectory", "time"), 2.0 * rec[..., 0] ** 2)
+        data["one_plus_overlap_t"] = (("trajectory", "time"), 2.0 * rec[..., 1] ** 2)
+    return data, stopped
+
+
+#: Two tokens under the other layers: the same method name, ``overlap_chain``.
+OTHER_LAYER_RUNNER = Runner(_allocate_other, _run_other, _assemble_other)
