@@ -546,7 +546,7 @@ def profile_sentence(profile: dict) -> str:
 
 
 #: The benchmark entries of :func:`summary` whose run the page describes in a sentence.
-RUN_SENTENCES = ("simulators", "random_attention", "profile", "reduction")
+RUN_SENTENCES = ("simulators", "random_attention", "other_layers", "profile", "reduction")
 
 
 def page_phrases(stats: dict) -> dict[str, str]:
