@@ -118,7 +118,7 @@ def test_the_bits_do_not_depend_on_threads():
 
 def test_outcomes_of_tokens_off_the_sphere_read_their_directions():
     ds = simulate(ModelConfig(d=3, beta=4.0, norm="peri"),
-                  RunConfig(n_tokens=2, n_traj=200, L=20, T=5.0, seed=1))
+                  RunConfig(n_tokens=2, n_traj=200, L=20, T=5.0, seed=1, method="literal"))
     direction = direction_gram(ds.gram.values)[:, 0, 1]
     counts = outcome_counts(ds)
     assert counts["single"] == int(np.sum(direction >= 1 - 1e-3))
@@ -198,8 +198,8 @@ def test_a_layer_of_the_pair_chain_equals_the_layer_in_its_frame(norm, causal):
 
 
 def _mp_layer_gaps(s, c, z, kappa, beta, norm, causal):
-    """1 - overlap and 1 + overlap of the sphere layers after one layer, at 60 digits
-    (mpmath), from the frame's exact half angles (s, c)."""
+    """1 - overlap and 1 + overlap of the directions after one layer from two unit tokens,
+    at 60 digits (mpmath), from the frame's exact half angles (s, c)."""
     import mpmath as mp
 
     mp.mp.dps = 60
@@ -218,7 +218,7 @@ def _mp_layer_gaps(s, c, z, kappa, beta, norm, causal):
         p, q = weights[k]
         a = [p * ys[k][i] + q * ys[1 - k][i] for i in (0, 1)]     # A_k in (u, w)
         va = [a[0] * vu[i] + a[1] * vw[i] for i in range(4)]
-        scale = kappa / mp.sqrt(sum(x * x for x in va)) if norm == "ngpt" else kappa
+        scale = kappa / mp.sqrt(sum(x * x for x in va)) if norm in ("ngpt", "peri") else kappa
         y = [ys[k][0] + scale * va[0], ys[k][1] + scale * va[1], scale * va[2], scale * va[3]]
         nrm = mp.sqrt(sum(x * x for x in y))
         out.append([x / nrm for x in y])
@@ -227,28 +227,31 @@ def _mp_layer_gaps(s, c, z, kappa, beta, norm, causal):
     return diff / 2, total / 2
 
 
-@pytest.mark.parametrize("norm, causal", [("post", True), ("ngpt", False), ("ngpt", True)])
-@pytest.mark.parametrize("pole", ["+1", "-1"])
-def test_the_pair_chain_keeps_its_relative_precision_at_both_poles(norm, causal, pole):
-    """Started 1e-30 from a pole, one layer of the chain gives 1 - Z and 1 + Z to a relative
-    1e-12 of a 60-digit computation of the same layer, on the sphere layers (where the poles
-    decide the outcome and the chain runs deep)."""
+#: The poles that are fixed points of two tokens of equal norms: +1 under every layer, -1
+#: without the mask and, with it, under the unit-norm updates (nGPT-style, peri-LN).
+FIXED_POLES = ([(n, c, "+1") for n in NORMS for c in (False, True)]
+               + [(n, False, "-1") for n in NORMS] + [("ngpt", True, "-1"), ("peri", True, "-1")])
+
+
+@pytest.mark.parametrize("norm, causal, pole", FIXED_POLES)
+def test_the_pair_chain_keeps_its_relative_precision_at_a_fixed_pole(norm, causal, pole):
+    """Two tokens of equal norms 1e-30 from a pole that the layer keeps: one layer of the chain
+    at a step of order one (kappa = 0.3) gives the distance to the pole to a relative 1e-12
+    of a 60-digit computation of the same layer (a cancellation would lose it all)."""
     from stochastic_transformers import attention as att
 
-    code = att.NGPT if norm == "ngpt" else att.POST
+    code = {"post": att.POST, "pre": att.PRE, "peri": att.PERI, "ngpt": att.NGPT}[norm]
     rng = np.random.default_rng(8)
     for _ in range(20):
         z = rng.standard_normal(7)
         z[4], z[6] = abs(z[4]), abs(z[6])
         small = 1e-15 * rng.uniform(0.5, 1.0)   # a half angle: 1 -+ Z = 2 small^2 ~ 1e-30
         s, c = (small, np.sqrt(1 - small ** 2)) if pole == "+1" else (np.sqrt(1 - small ** 2), small)
-        # A tiny step keeps the new state near the pole, where cancellation would show.
-        kappa = 1e-14 if pole == "+1" else 1e-14
-        s1, c1, _, _ = att.pair_layer_other(s, c, 1.0, 1.0, kappa,
+        s1, c1, _, _ = att.pair_layer_other(s, c, 1.0, 1.0, 0.3,
                                             _chain_weights(s, 2.0, causal), code, z)
-        minus, plus = _mp_layer_gaps(s, c, z, kappa, 2.0, norm, causal)
+        minus, plus = _mp_layer_gaps(s, c, z, 0.3, 2.0, norm, causal)
         gap, exact = (2 * s1 * s1, minus) if pole == "+1" else (2 * c1 * c1, plus)
-        assert abs(gap / float(exact) - 1) < 1e-12
+        assert exact < 1e-20 and abs(gap / float(exact) - 1) < 1e-12, (gap, float(exact))
 
 
 @pytest.mark.parametrize("norm, causal", VARIANTS)
@@ -381,8 +384,9 @@ def _one_step_overlap_moments(z, beta, d, norm, causal, L, n_pairs, seed, norms=
     ("peri", True, (0.7, 1.3))])
 def test_overlap_coefficients_match_one_step_moments(norm, causal, norms):
     """One layer at L = 20,000, 100,000 antithetic pairs, three overlaps: drift within 4
-    standard errors (false-alarm rate about 6e-5 per check, 21 checks), variance within 1.5%
-    (sampling error about 0.5%, bias O(1/L)).  Pre- and peri-LN start from unequal norms,
+    standard errors (false-alarm rate about 6e-5 per check), variance within 2% (sampling
+    error about 0.45%, so 4.4 standard errors: about 1e-5 per check; bias O(1/L)); 42
+    checks, a false alarm in about 0.3% of seeds (the seeds are fixed).  Pre- and peri-LN start from unequal norms,
     where the directions' coefficients take the ratio r1/r2."""
     beta, d, L = 1.2, 4, 20_000
     for k, z in enumerate((-0.9, -0.3, 0.5)):
@@ -391,7 +395,7 @@ def test_overlap_coefficients_match_one_step_moments(norm, causal, norms):
         mu, s2 = nz.two_token_coefficients(z, beta, d, norm=norm, causal=causal,
                                            ratio=norms[0] / norms[1])
         assert abs(drift - mu) <= 4 * se, (z, drift, mu, se)
-        assert var == pytest.approx(s2, rel=0.015), (z, var, s2)
+        assert var == pytest.approx(s2, rel=0.02), (z, var, s2)
 
 
 def test_pre_ln_gram_moments_are_exact_for_one_layer():

@@ -553,8 +553,8 @@ def causal_pair_weights(s, beta):
     :math:`A_2 = p\,y_2 + q\,y_1` with :math:`p = 1/(1+r)`, :math:`q = r/(1+r)`,
     :math:`r = e^{-2\beta s^2}`.  In the half-angle frame :math:`t_1 = t_2 = 1`,
     :math:`e_1 = -1`, :math:`e_2 = p - q = (1-r)/(1+r)`, so :math:`e_2 - e_1 = 2/(1+r)`
-    and :math:`e_1 + e_2 = -2r/(1+r)` (which does not vanish at -1: the antipodal pair is
-    not a fixed point).
+    and :math:`e_1 + e_2 = -2r/(1+r)` (which does not vanish at -1: :math:`A_1 + A_2` does
+    not, and under post-LN the antipodal pair is not a fixed point).
     """
     q = 2.0 * beta * s * s
     r = math.exp(-q)
@@ -587,46 +587,74 @@ def pair_layer_other(s, c, r1, r2, kappa, weights, norm, z):
     (peri, nGPT: :math:`h`, or w).  Returns ``(s', c', r1', r2')``: the half angles of
     :math:`(Y_1, Y_2)` and the norms :math:`|Y_k|` (pre, peri) or 1 (post, nGPT: normalised).
 
-    Precision at the poles as in :func:`cluster_pair_layer`: with :math:`\lambda = r_2/r_1`,
-    :math:`\sin\theta' \propto |Y_1 \wedge (Y_2 \mp \lambda Y_1)|`, and
-    :math:`Y_2 - \lambda Y_1 = 2r_2 s\,w + k_2 (v_2 - v_1) + (k_2 - \lambda k_1) v_1`
-    (:math:`Y_2 + \lambda Y_1 = 2r_2 c\,u + k_2(v_1 + v_2) - (k_2 - \lambda k_1) v_1`),
-    where :math:`v_2 \mp v_1` come from the exact weight combinations and
-    :math:`k_2 - k_1 = \kappa(|v_1|^2 - |v_2|^2)/(|v_1||v_2|(|v_1| + |v_2|))` with
-    :math:`|v_1|^2 - |v_2|^2 = -\langle v_2 - v_1, v_1 + v_2\rangle`.
+    :math:`\sin\theta' \propto |Y_1 \wedge (Y_2 \mp \lambda Y_1)|` with :math:`\lambda =
+    r_2/r_1`, each difference built from terms that are small where it is:
+
+    * near +1, :math:`Y_2 - \lambda Y_1 = 2r_2 s\,w + k_2 (v_2 - v_1) + (k_2 - \lambda k_1) v_1`,
+      with :math:`v_2 - v_1` from the exact weight difference and, for peri and nGPT,
+      :math:`k_2 - k_1 = -\kappa\langle v_2 - v_1, v_1 + v_2\rangle/(n_1n_2(n_1 + n_2))`
+      (:math:`n_k = |v_k|`);
+    * near -1, with :math:`\alpha = -e_2/e_1` (1 without the mask, :math:`e_2` with it), the
+      weights give :math:`A_2 + \alpha A_1 = (1+\alpha)c\,u` exactly, so
+      :math:`v_2 = -\alpha v_1 + (1+\alpha)c\,\bar u` (:math:`\bar u = Vu/\sigma`) and
+      :math:`Y_2 + \lambda Y_1 = 2r_2c\,u + (\lambda k_1 - \alpha k_2)v_1 +
+      k_2(1+\alpha)c\,\bar u`, where for peri and nGPT
+      :math:`k_1 - \alpha k_2 = \kappa(1+\alpha)c\langle\bar u, v_2 - \alpha v_1\rangle
+      /(n_1n_2(n_2 + \alpha n_1))` (and :math:`\kappa(1-\alpha)` for post and pre).
+
+    On the sphere (post, nGPT: :math:`\lambda = 1`) the distances to both poles keep their
+    relative precision.  For pre- and peri-LN, :math:`\lambda - 1` is read from the two norms,
+    which carry an absolute rounding error: there the overlap is exact to rounding, not to
+    relative precision at the poles (which are not fixed points when the norms differ).
     """
-    _, t1, t2, e1, e2, t_diff, e_diff, e_sum = weights  # softmax: the first is 1
+    e1, e2 = weights[3], weights[4]
+    t1, t2, t_diff, e_diff = weights[1], weights[2], weights[5], weights[6]
     v1 = _frame_image(t1 * c, e1 * s, z)
     v2 = _frame_image(t2 * c, e2 * s, z)
     dv = _frame_image(t_diff * c, e_diff * s, z)
-    sv = _frame_image((t1 + t2) * c, e_sum * s, z)
+    ubar = _frame_image(1.0, 0.0, z)
+    alpha = -e2 / e1 if e1 != 0.0 else 1.0
+    unit = norm == PERI or norm == NGPT
     k1 = k2 = kappa
-    k_gap = 0.0  # k2 - k1
-    if norm == PERI or norm == NGPT:
+    n1 = n2 = 0.0
+    if unit:
         n1, n2 = _norm4(v1), _norm4(v2)
         # A zero update (cancelling attention outputs) stays zero, as in _step.
         k1 = kappa / n1 if n1 > 0.0 else 0.0
         k2 = kappa / n2 if n2 > 0.0 else 0.0
-        if n1 > 0.0 and n2 > 0.0:
-            dot = dv[0] * sv[0] + dv[1] * sv[1] + dv[2] * sv[2] + dv[3] * sv[3]
-            k_gap = -kappa * dot / (n1 * n2 * (n1 + n2))
-        else:
-            k_gap = k2 - k1
-    # k2 - (r2/r1) k1; on the sphere r1 = r2 = 1, so it is k_gap exactly.
-    gap = k_gap + (r1 - r2) / r1 * k1
     y1 = (r1 * c + k1 * v1[0], -r1 * s + k1 * v1[1], k1 * v1[2], k1 * v1[3])
     y2 = (r2 * c + k2 * v2[0], r2 * s + k2 * v2[1], k2 * v2[2], k2 * v2[3])
     cos_part = y1[0] * y2[0] + y1[1] * y2[1] + y1[2] * y2[2] + y1[3] * y2[3]
+    ratio_gap = (r1 - r2) / r1  # 1 - lambda: exactly 0 on the sphere
     if s <= c:
+        k_gap = 0.0  # k2 - k1
+        if unit and n1 > 0.0 and n2 > 0.0:
+            dot = 0.0
+            for a in range(4):
+                dot += dv[a] * (v1[a] + v2[a])
+            k_gap = -kappa * dot / (n1 * n2 * (n1 + n2))
+        elif unit:
+            k_gap = k2 - k1
+        gap = k_gap + ratio_gap * k1  # k2 - lambda k1
         d0 = k2 * dv[0] + gap * v1[0]
         d1 = 2.0 * r2 * s + k2 * dv[1] + gap * v1[1]
         d2 = k2 * dv[2] + gap * v1[2]
         d3 = k2 * dv[3] + gap * v1[3]
     else:
-        d0 = 2.0 * r2 * c + k2 * sv[0] - gap * v1[0]
-        d1 = k2 * sv[1] - gap * v1[1]
-        d2 = k2 * sv[2] - gap * v1[2]
-        d3 = k2 * sv[3] - gap * v1[3]
+        lead = (1.0 + alpha) * c
+        k_lead = kappa * (1.0 - alpha)  # k1 - alpha k2
+        if unit and n1 > 0.0 and n2 > 0.0:
+            dot = 0.0
+            for a in range(4):
+                dot += ubar[a] * (v2[a] - alpha * v1[a])
+            k_lead = kappa * lead * dot / (n1 * n2 * (n2 + alpha * n1))
+        elif unit:
+            k_lead = k1 - alpha * k2
+        coef = k_lead - ratio_gap * k1  # lambda k1 - alpha k2
+        d0 = 2.0 * r2 * c + coef * v1[0] + k2 * lead * ubar[0]
+        d1 = coef * v1[1] + k2 * lead * ubar[1]
+        d2 = coef * v1[2] + k2 * lead * ubar[2]
+        d3 = coef * v1[3] + k2 * lead * ubar[3]
     s_new, c_new = half_angles(cos_part, _wedge4(y1[0], y1[1], y1[2], y1[3], d0, d1, d2, d3))
     if norm == PRE or norm == PERI:
         return s_new, c_new, _norm4(y1), _norm4(y2)

@@ -21,14 +21,15 @@ def memory_estimate(method: str, n_traj: int, n_tokens: int, d: int, n_times: in
                     x0_given: bool = False, *, fixed: int = 0) -> int:
     """Bytes that :func:`simulate` holds at its peak for these sizes (an upper estimate).
 
-    Overlap chain: the half-angle states and their records, the 2 x 2 Gram matrices and
-    the gaps (about ``88 + 96 n_times`` bytes a trajectory).  N tokens: the tokens, the
+    Overlap chain: the half-angle states (and, under the other layers, the norms) and their
+    records, their reordered copy, the 2 x 2 Gram matrices and the gaps (about
+    ``88 + 192 n_times`` bytes a trajectory).  N tokens: the tokens, the
     recorded Gram matrices, their reordered copy and the final Gram matrix.  A quarter is
     added for xarray's bookkeeping and temporaries.  ``fixed`` (:func:`fixed_memory`) is
     added as it is.
     """
     if method in _PAIR_METHODS:
-        per_traj = 88 + 96 * n_times
+        per_traj = 88 + 192 * n_times
     elif method in _TWO_POINT_METHODS:
         per_traj = 8 * (2 * n_tokens * d + 16 + 2 * n_tokens**2 + 2 * n_times * (n_tokens**2 + 1))
     else:

@@ -46,8 +46,9 @@ from .random_attention import noise_clock
 
 #: Bumped whenever a change alters the numbers a given seed produces; part of every
 #: sweep cache key.
-SIMULATION_CODE_VERSION = "3"  # 2: N >= 3 Gaussian tokens take the reduced path; 3: the
-                               # d*N path only where it is the faster (d >= 2N)
+SIMULATION_CODE_VERSION = "4"  # 2: N >= 3 Gaussian tokens take the reduced path; 3: the
+                               # d*N path only where it is the faster (d >= 2N); 4: two
+                               # tokens under the other layers take the overlap chain
 #: Methods that can stop a trajectory early (the overlap chains).
 CHAIN_METHODS = ("overlap_chain", "cluster_chain", "reduced")
 
