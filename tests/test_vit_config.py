@@ -74,7 +74,9 @@ def test_flat_names_round_trip_and_replace_overrides():
     assert cfg.vit == ViTConfig(depth=3, width=8, value_init="identity", patch_size=4,
                                 pool="mean")
     assert TrainConfig.from_flat(**cfg.flat()) == cfg
-    assert set(cfg.flat()) - set(cfg.key()) == set(training._EXECUTION_FIELDS)
+    # the execution fields, and the later network fields at their defaults
+    assert set(cfg.flat()) - set(cfg.key()) == (set(training._EXECUTION_FIELDS)
+                                                | set(training._LATER_VIT_FIELDS))
     deeper = dataclasses.replace(cfg, vit=dataclasses.replace(cfg.vit, depth=5))
     assert deeper.flat() == {**cfg.flat(), "depth": 5}
     with pytest.raises(ValueError, match="image_size"):  # a data field, not a flat name

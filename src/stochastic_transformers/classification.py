@@ -83,6 +83,24 @@ def n_clusters(gram, tol=1e-3):
     return 1 + np.sum(np.diff(sorted_labels, axis=-1) != 0, axis=-1)
 
 
+def token_geometry(gram, tol=1e-3) -> dict:
+    r"""The geometry of unit tokens from their Gram matrices (..., N, N), elementwise over
+    the leading axes: ``mean_overlap`` (the mean of the off-diagonal overlaps),
+    ``antipodal_share`` (the share of pairs within ``tol`` of -1), ``n_clusters``
+    (:func:`n_clusters`) and ``effective_rank``, :math:`\exp(-\sum_k p_k \log p_k)` with
+    :math:`p_k` the eigenvalues of the Gram matrix divided by their sum (N for N distinct
+    orthogonal tokens, 1 for tokens on one line, a pair of antipodal clusters included)."""
+    gram, tol = _gram(gram, tol)
+    n = gram.shape[-1]
+    off = _off_diagonal(n)
+    eig = np.clip(np.linalg.eigvalsh(gram), 0.0, None)
+    p = eig / eig.sum(axis=-1, keepdims=True)
+    entropy = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=-1)
+    return {"mean_overlap": np.sum(np.where(off, gram, 0.0), axis=(-2, -1)) / (n * (n - 1)),
+            "antipodal_share": np.sum(off & (gram <= -1.0 + tol), axis=(-2, -1)) / (n * (n - 1)),
+            "n_clusters": n_clusters(gram, tol), "effective_rank": np.exp(entropy)}
+
+
 def two_token_outcome(one_minus_overlap, one_plus_overlap=None, tol=1e-3):
     """Outcome codes of token pairs: SINGLE, ANTIPODAL or UNCLUSTERED.
 

@@ -330,6 +330,8 @@ _EXECUTION_FIELDS = ("data_dir", "download", "device", "amp", "compile", "num_wo
 DATA_FIELDS = ("image_size", "channels", "num_classes")
 #: The other fields of :class:`ViTConfig`: the network chosen for a run, part of its key.
 VIT_FIELDS = tuple(f.name for f in dataclasses.fields(ViTConfig) if f.name not in DATA_FIELDS)
+#: The network's fields that came after the first cached runs, with their defaults.
+_LATER_VIT_FIELDS = {"horizon": 1.0, "qk_init": "random", "beta": 1.0}
 
 
 @dataclass(frozen=True)
@@ -456,6 +458,11 @@ class TrainConfig:
         d = self.flat()
         for name in _EXECUTION_FIELDS:
             d.pop(name)
+        # Fields of the network added later enter the key only away from their defaults,
+        # so that the runs before them keep their keys (and their checkpoints).
+        for name, default in _LATER_VIT_FIELDS.items():
+            if d[name] == default:
+                d.pop(name)
         d["betas"] = list(d["betas"])
         return d
 

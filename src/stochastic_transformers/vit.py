@@ -52,6 +52,18 @@ Parameters shared across depth
 
   Both kinds are trained.
 
+* The attention form starts random (``qk_init="random"``: :math:`Q, K` as above, so that
+  :math:`\sqrt d\,Q^\top K` has entries of order one and the scores
+  :math:`\langle u_i, \sqrt d\,Q^\top K u_j\rangle` are of order one) or at the paper's
+  model (``qk_init="identity"``: :math:`Q^\top K/\sqrt d = (\beta/d)\,I`, so that the scores
+  are :math:`\beta\langle u_i, u_j\rangle`, Theorem 2's case :math:`B = I`).
+
+A horizon
+---------
+The residual is scaled by :math:`\sqrt{T/L}` (``horizon`` :math:`T`, 1 by default): the
+:math:`L` blocks are then :math:`L` steps of size :math:`1/L` of the paper's model run to
+time :math:`T`, so that depth refines the step and :math:`T` sets how far the tokens move.
+
 The network is described by one frozen :class:`ViTConfig`; the paper's is depth
 :math:`L = 128` and width :math:`d = 96` on CIFAR-10 (:data:`PAPER_CONFIG`).
 """
@@ -67,13 +79,17 @@ from torch import nn
 
 from ._validation import check_choice, check_int, check_real
 
-__all__ = ["AttentionOnlyViT", "PAPER_CONFIG", "POOLS", "VALUE_INITS", "ViTConfig",
+__all__ = ["AttentionOnlyViT", "PAPER_CONFIG", "POOLS", "QK_INITS", "VALUE_INITS", "ViTConfig",
            "default_patch_size", "rms_normalize"]
 
 VALUE_INITS = ("identity", "gaussian")
+QK_INITS = ("random", "identity")
 POOLS = ("cls", "mean")
 #: The largest depth and width :meth:`ViTConfig.validate` accepts (a guard against typos).
 MAX_DEPTH = MAX_WIDTH = 4096
+#: The largest horizon and inverse temperature accepted (beyond them the scores overflow
+#: float32's exponential or a block's step exceeds the token itself many times over).
+MAX_HORIZON, MAX_BETA = 1000.0, 50.0
 
 
 def default_patch_size(image_size: int) -> int:
@@ -85,7 +101,7 @@ def default_patch_size(image_size: int) -> int:
 
 @dataclass(frozen=True)
 class ViTConfig:
-    """The architecture of one :class:`AttentionOnlyViT` (checked by :meth:`validate`).
+    r"""The architecture of one :class:`AttentionOnlyViT` (checked by :meth:`validate`).
 
     Frozen: change a field with :func:`dataclasses.replace`.
 
@@ -108,6 +124,14 @@ class ViTConfig:
         Output size of the linear head.
     pool : {"cls", "mean"}
         Classify from a learned class token or from the mean token.
+    horizon : float
+        The time :math:`T` the blocks cover: the residual is scaled by :math:`\sqrt{T/L}`
+        (1: the paper's :math:`L^{-1/2}`).
+    qk_init : {"random", "identity"}
+        The attention form at initialisation: random :math:`Q, K`, or
+        :math:`Q^\top K/\sqrt d = (\beta/d) I` (scores :math:`\beta\langle u_i, u_j\rangle`).
+    beta : float
+        The inverse temperature of ``qk_init="identity"`` (ignored for "random").
     """
 
     depth: int = 128
@@ -119,6 +143,9 @@ class ViTConfig:
     channels: int = 3
     num_classes: int = 10
     pool: str = "cls"
+    horizon: float = 1.0
+    qk_init: str = "random"
+    beta: float = 1.0
 
     def validate(self) -> ViTConfig:
         """Check every field (a ValueError names the field and its allowed range); return a
@@ -135,6 +162,12 @@ class ViTConfig:
         check_int("channels", self.channels, 1)
         check_int("num_classes", self.num_classes, 2)
         check_choice("pool", self.pool, POOLS)
+        check_real("horizon", self.horizon, 0.0, MAX_HORIZON, strict_min=True)
+        check_choice("qk_init", self.qk_init, QK_INITS)
+        check_real("beta", self.beta, 0.0, MAX_BETA)
+        if self.qk_init == "random" and self.beta != 1.0:
+            raise ValueError(f"beta sets the attention of qk_init='identity'; with "
+                             f"qk_init='random' leave it at 1.0, got {self.beta}")
         return dataclasses.replace(self, patch_size=patch)
 
 
@@ -182,6 +215,7 @@ class AttentionOnlyViT(nn.Module):
         self.depth, self.width = cfg.depth, cfg.width
         self.value_init, self.sigma, self.pool = cfg.value_init, cfg.sigma, cfg.pool
         self.image_size, self.patch_size = cfg.image_size, cfg.patch_size
+        self.horizon = cfg.horizon
         self.channels, self.num_classes = cfg.channels, cfg.num_classes
 
         d = self.width
@@ -203,6 +237,11 @@ class AttentionOnlyViT(nn.Module):
         # One query and one key matrix for all blocks.
         self.query = nn.Parameter(normal(d, d, std=d ** -0.5))
         self.key = nn.Parameter(normal(d, d, std=d ** -0.5))
+        if cfg.qk_init == "identity":
+            # Drawn above all the same, so that every other parameter keeps its draw.
+            with torch.no_grad():
+                self.query.copy_(cfg.beta / math.sqrt(d) * torch.eye(d))
+                self.key.copy_(torch.eye(d))
         self.head = nn.Linear(d, self.num_classes)
         with torch.no_grad():
             self.head.weight.copy_(normal(self.num_classes, d, std=d ** -0.5))
@@ -250,33 +289,58 @@ class AttentionOnlyViT(nn.Module):
 
     def block(self, x: torch.Tensor, n: int, bilinear: torch.Tensor | None = None,
               value: torch.Tensor | None = None) -> torch.Tensor:
-        r"""Block ``n`` (0-based): :math:`X \mapsto \operatorname{rms}(X + L^{-1/2} V_{n+1} A(X))`.
+        r"""Block ``n`` (0-based): :math:`X \mapsto \operatorname{rms}(X + \sqrt{T/L}\, V_{n+1} A(X))`.
 
         ``bilinear`` and ``value`` may be passed in precomputed (see :meth:`features`).
         """
         value = self.value(n) if value is None else value
         update = self.attention(x, bilinear) @ value.T
-        return rms_normalize(x + update / math.sqrt(self.depth))
+        # depth / 1.0 is depth exactly: the default horizon keeps the paper's bits.
+        return rms_normalize(x + update / math.sqrt(self.depth / self.horizon))
 
-    def features(self, images: torch.Tensor) -> torch.Tensor:
-        """Tokens after the last block, shape ``(B, N, d)``."""
+    def states(self, images: torch.Tensor) -> list[torch.Tensor]:
+        """The tokens after the embedding and after every block: ``L + 1`` tensors ``(B, N, d)``."""
         x = self.embed(images)
         b = self.bilinear()
         # Split the (L, d, d) stack once: indexing it in every block would make the
         # backward pass add L full-size gradients, O(L^2 d^2) work.
         values = self.values.unbind(0)
+        out = [x]
         for n in range(self.depth):
-            x = self.block(x, n, b, values[0 if len(values) == 1 else n])
-        return x
+            out.append(self.block(out[-1], n, b, values[0 if len(values) == 1 else n]))
+        return out
+
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """Tokens after the last block, shape ``(B, N, d)``."""
+        return self.states(images)[-1]
+
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits ``(B, num_classes)`` from the last tokens ``x``."""
+        return self.head(x[:, 0] if self.pool == "cls" else x.mean(dim=1))
+
+    @torch.no_grad()
+    def directions_in_depth(self, images: torch.Tensor) -> torch.Tensor:
+        r"""The tokens' directions :math:`u = x/\sqrt d` after the embedding and after every
+        block, shape ``(B, L + 1, N, d)``: the geometry that the theory predicts."""
+        return torch.nn.functional.normalize(torch.stack(self.states(images), dim=1), dim=-1)
+
+    def gradient_norms_in_depth(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The mean over images of the norm of the loss's gradient with respect to the tokens
+        after the embedding and after every block, ``(L + 1,)``: how the training signal
+        reaches the early blocks."""
+        xs = self.states(images)
+        loss = torch.nn.functional.cross_entropy(self.classify(xs[-1]), labels)
+        grads = torch.autograd.grad(loss, xs)
+        return torch.stack([g.flatten(1).norm(dim=1).mean() for g in grads]).detach()
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Class logits ``(B, num_classes)``."""
-        x = self.features(images)
-        pooled = x[:, 0] if self.pool == "cls" else x.mean(dim=1)
-        return self.head(pooled)
+        return self.classify(self.features(images))
 
     def extra_repr(self) -> str:
         return (f"depth={self.depth}, width={self.width}, value_init={self.value_init!r}, "
-                f"sigma={self.sigma}, tokens={self.num_tokens}, pool={self.pool!r}")
+                f"sigma={self.sigma}, tokens={self.num_tokens}, pool={self.pool!r}, "
+                f"horizon={self.horizon}, qk_init={self.config.qk_init!r}, "
+                f"beta={self.config.beta}")
 
 

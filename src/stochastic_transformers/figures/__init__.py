@@ -18,7 +18,8 @@ from .followup import (homog_heads, homog_hemisphere, homog_laws, homog_limits, 
                        homog_scaling, homog_simplex, homog_slow_motion)
 from .base import load_committed
 from .knobs import parse_settings
-from .ours import clusters, ff_pairs, ff_threshold, ff_tokens, norm_clock, norm_pairs, norm_tokens
+from .ours import (clusters, ff_pairs, ff_threshold, ff_tokens, norm_clock, norm_pairs, norm_tokens,
+                   train_phase)
 from .paper import (fig1, fig2, fig3, fig4, fig6, fig7, fig8, fig9, overlap, persistence_long, thm1,
                     universality, weak_order)
 from .spec import Figure
@@ -29,7 +30,8 @@ __all__ = ["FIGURES", "Figure", "SCALE_NAMES", "get", "load_committed", "obtain"
 #: Every figure by id, in the book's order.
 FIGURES: dict[str, Figure] = {module.FIGURE.id: module.FIGURE for module in (
     fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, persistence_long, fig8, fig9,
-    ff_pairs, ff_threshold, ff_tokens, norm_pairs, norm_clock, norm_tokens, thm1, weak_order,
+    ff_pairs, ff_threshold, ff_tokens, norm_pairs, norm_clock, norm_tokens, train_phase, thm1,
+    weak_order,
     universality,
     homog_regimes, homog_meet, homog_logistic, homog_hemisphere, homog_simplex, homog_limits,
     homog_rate, homog_heads, homog_noise, homog_scaling, homog_laws, homog_slow_motion, homog_mean_field)}

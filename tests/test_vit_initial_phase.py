@@ -1,0 +1,148 @@
+"""The attention-only ViT at initialisation as the paper's model: the horizon, the paper's
+attention form, the directions in depth against the simulator, and the tokens' geometry."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+torch = pytest.importorskip("torch")
+
+from stochastic_transformers import ModelConfig, RunConfig, simulate  # noqa: E402
+from stochastic_transformers.classification import token_geometry  # noqa: E402
+from stochastic_transformers.training import TrainConfig  # noqa: E402
+from stochastic_transformers.vit import AttentionOnlyViT, ViTConfig, rms_normalize  # noqa: E402
+
+DIGITS = dict(image_size=8, patch_size=2, channels=1, num_classes=10)
+
+
+def _model(seed=0, **kw):
+    return AttentionOnlyViT(ViTConfig(**{"depth": 6, "width": 12, **DIGITS, **kw}),
+                            generator=torch.Generator().manual_seed(seed))
+
+
+def _unit_tokens(n_tok, d, seed):
+    u = torch.randn(n_tok, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.nn.functional.normalize(u, dim=-1)
+
+
+def test_the_default_horizon_keeps_the_papers_step_bit_for_bit():
+    model = _model()
+    x = math.sqrt(12) * _unit_tokens(5, 12, 1).float()[None]
+    with torch.no_grad():
+        update = model.attention(x) @ model.value(2).T
+        expected = rms_normalize(x + update / math.sqrt(6))
+        assert torch.equal(model.block(x, 2), expected)
+
+
+def test_a_horizon_scales_the_residual_by_the_root_of_t_over_l():
+    model = _model(horizon=9.0).double()
+    x = math.sqrt(12) * _unit_tokens(5, 12, 1)[None]
+    with torch.no_grad():
+        update = model.attention(x) @ model.value(3).T
+        expected = torch.nn.functional.normalize(x + math.sqrt(9.0 / 6) * update, dim=-1)
+        out = torch.nn.functional.normalize(model.block(x, 3), dim=-1)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=2e-6)
+
+
+def test_the_identity_attention_scores_beta_times_the_overlap_and_keeps_every_other_draw():
+    paper, random = _model(qk_init="identity", beta=2.5), _model()
+    d = 12
+    torch.testing.assert_close(paper.bilinear(), 2.5 / d * torch.eye(d))
+    u = _unit_tokens(4, d, 2).float()
+    x = math.sqrt(d) * u
+    scores = (x @ paper.bilinear()) @ x.T
+    torch.testing.assert_close(scores, 2.5 * u @ u.T, rtol=1e-5, atol=1e-6)
+    for name, p in random.named_parameters():
+        if name not in ("query", "key"):
+            assert torch.equal(p, dict(paper.named_parameters())[name]), name
+
+
+def test_directions_in_depth_start_at_the_embedding_and_end_at_the_features():
+    model = _model(qk_init="identity", beta=1.0)
+    images = torch.rand(3, 1, 8, 8)
+    u = model.directions_in_depth(images)
+    assert u.shape == (3, 7, 17, 12)
+    torch.testing.assert_close(u.norm(dim=-1), torch.ones(3, 7, 17))
+    with torch.no_grad():
+        torch.testing.assert_close(u[:, -1], torch.nn.functional.normalize(
+            model.features(images), dim=-1))
+        torch.testing.assert_close(u[:, 0], torch.nn.functional.normalize(
+            model.embed(images), dim=-1))
+
+
+def test_the_network_at_initialisation_is_the_papers_model_in_law():
+    """From one start of 4 tokens (d = 5, beta = 2, T = 4, L = 8), the network's blocks with
+    fresh Gaussian values (3,000 draws, float64) against 3,000 trajectories of the
+    simulator: two-sample KS tests of two overlaps at the last layer, each at level 1e-4."""
+    d, depth, n = 5, 8, 3000
+    model = AttentionOnlyViT(ViTConfig(depth=depth, width=d, qk_init="identity", beta=2.0,
+                                       horizon=4.0, **DIGITS)).double()
+    u0 = _unit_tokens(4, d, 3)
+    gen = torch.Generator().manual_seed(4)
+    last = np.empty((n, 4, 4))
+    with torch.no_grad():
+        for t in range(n):
+            model.values.copy_(torch.randn(depth, d, d, generator=gen, dtype=torch.float64))
+            x = math.sqrt(d) * u0[None]
+            for k in range(depth):
+                x = model.block(x, k)
+            y = torch.nn.functional.normalize(x[0], dim=-1)
+            last[t] = (y @ y.T).numpy()
+    ds = simulate(ModelConfig(d=d, beta=2.0), RunConfig(n_tokens=4, n_traj=n, L=depth // 4,
+                                                        T=4.0, x0=u0.numpy(), seed=5,
+                                                        method="literal"))
+    for i, j in ((0, 1), (2, 3)):
+        assert scipy.stats.ks_2samp(last[:, i, j], ds.gram.values[:, i, j]).pvalue > 1e-4
+
+
+def test_token_geometry_of_known_configurations():
+    e = np.eye(3)
+    orthogonal = e @ e.T
+    two_antipodal = np.array([[1, 1, -1, -1], [1, 1, -1, -1], [-1, -1, 1, 1], [-1, -1, 1, 1]],
+                             dtype=float)
+    g = token_geometry(np.stack([orthogonal, np.ones((3, 3))])[None])
+    np.testing.assert_allclose(g["effective_rank"], [[3.0, 1.0]])
+    np.testing.assert_allclose(g["mean_overlap"], [[0.0, 1.0]])
+    assert g["n_clusters"].tolist() == [[3, 1]]
+    g = token_geometry(two_antipodal)
+    assert g["n_clusters"] == 2 and g["effective_rank"] == pytest.approx(1.0)
+    assert g["antipodal_share"] == pytest.approx(8 / 12)
+    assert g["mean_overlap"] == pytest.approx(-1 / 3)
+
+
+@pytest.mark.parametrize("fields, name", [(dict(horizon=0.0), "horizon"),
+                                          (dict(horizon=1e4), "horizon"),
+                                          (dict(qk_init="eye"), "qk_init"),
+                                          (dict(qk_init="identity", beta=-1.0), "beta"),
+                                          (dict(beta=2.0), "beta")])
+def test_the_new_fields_are_named_when_bad(fields, name):
+    with pytest.raises(ValueError, match=name):
+        ViTConfig(**fields).validate()
+
+
+def test_the_new_fields_enter_the_key_only_away_from_their_defaults():
+    base = TrainConfig.from_flat(dataset="digits", depth=3, width=8, device="cpu")
+    assert not {"horizon", "qk_init", "beta"} & set(base.validate().key())
+    paper = TrainConfig.from_flat(dataset="digits", depth=3, width=8, device="cpu",
+                                  horizon=4.0, qk_init="identity", beta=2.0)
+    assert {"horizon": 4.0, "qk_init": "identity", "beta": 2.0}.items() <= paper.validate().key().items()
+    assert paper.key_hash() != base.key_hash()
+
+
+def test_with_identity_values_the_network_is_the_deterministic_flow():
+    """One identity V and the paper's attention: a block steps sqrt(T/L) along A, the flow's
+    step 1/L' with L' = sqrt(L/T) = 4 here, so the network's last directions equal the hybrid
+    model at epsilon = 0 run to L / L' (float64; up to the 1e-6 that keeps the RMS
+    normalisation away from a division by zero, which shortens the tokens by a part in 1e6)."""
+    model = AttentionOnlyViT(ViTConfig(depth=16, width=6, value_init="identity",
+                                       qk_init="identity", beta=1.5, **DIGITS),
+                             generator=torch.Generator().manual_seed(1)).double()
+    u = model.directions_in_depth(torch.rand(5, 1, 8, 8, dtype=torch.float64))
+    u0, last = u[:, 0].numpy(), u[:, -1].numpy()
+    ds = simulate(ModelConfig(d=6, beta=1.5, kind="hybrid"),
+                  RunConfig(n_tokens=u0.shape[1], n_traj=5, L=4, T=4.0, x0=u0, method="literal"))
+    np.testing.assert_allclose(ds.gram.values, last @ last.transpose(0, 2, 1), atol=2e-6)
