@@ -101,7 +101,6 @@ def cell(*, task, attention, horizon, init, pair, depth, width, patch_size, epoc
 
     cfg = _config(task, attention, horizon, init, pair, depth=depth, width=width,
                   patch_size=patch_size, epochs=epochs, batch_size=batch_size, lr=lr)
-    torch.set_num_threads(1)
     data = load_data(task)
     model = build_model(cfg)
     probe_x, probe_y = data.val_x[:N_PROBE], data.val_y[:N_PROBE]
@@ -110,6 +109,9 @@ def cell(*, task, attention, horizon, init, pair, depth, width, patch_size, epoc
     out = {f"init_{k}": v.mean(axis=0) for k, v in geometry.items()}   # (layer,)
     predicted = _model_prediction(cfg, u[:, 0].numpy(), tol, seed)
     out.update({f"model_{k}": v for k, v in predicted.items()})
+    # One thread, set after the simulator: numba's OpenMP layer resets the count that torch
+    # reads, and two threads a worker would oversubscribe the cores and change the rounding.
+    torch.set_num_threads(1)
     out["init_gradient"] = model.gradient_norms_in_depth(probe_x, probe_y).double().numpy()
     result = train(cfg, progress=False, data=data)
     out.update(val_accuracy=result.val_accuracy[-1], first_loss=result.train_loss[0],
