@@ -146,3 +146,53 @@ def test_with_identity_values_the_network_is_the_deterministic_flow():
     ds = simulate(ModelConfig(d=6, beta=1.5, kind="hybrid"),
                   RunConfig(n_tokens=u0.shape[1], n_traj=5, L=4, T=4.0, x0=u0, method="literal"))
     np.testing.assert_allclose(ds.gram.values, last @ last.transpose(0, 2, 1), atol=2e-6)
+
+
+def _fake_study(gap, n_pairs=10, seed=0):
+    """A train_phase dataset without training: one task, two arms, two horizons, whose
+    Gaussian runs end ``gap`` above the identity ones in the first arm and below in the second."""
+    import xarray as xr
+
+    from stochastic_transformers.figures.ours import train_phase as tp
+
+    rng = np.random.default_rng(seed)
+    dims = ("task", "attention", "horizon", "init", "pair")
+    shape = (1, 2, 2, 2, n_pairs)
+    acc = 0.6 + 0.01 * rng.standard_normal(shape)
+    acc[0, 0, :, 1] += gap
+    acc[0, 1, :, 1] -= gap
+    rank = np.broadcast_to(np.array([1.0, 3.0])[None, :, None, None, None], shape).copy()
+    data = {"val_accuracy": (dims, acc), "first_loss": (dims, np.full(shape, 2.3))}
+    for k in tp.GEOMETRY:
+        data[f"init_{k}"] = (dims + ("layer",), np.repeat(rank[..., None], 3, axis=-1))
+        data[f"model_{k}"] = (dims, rank)
+    data["init_gradient"] = (dims + ("layer",), np.ones(shape + (3,)))
+    ds = xr.Dataset(data, coords={"task": ["digits"], "attention": ["beta 0.5", "beta 3"],
+                                  "horizon": [0.0625, 1.0], "init": list(tp.INITS),
+                                  "pair": np.arange(n_pairs), "layer": np.arange(3)})
+    ds.attrs.update(fixed_width=16, fixed_depth=2, fixed_patch_size=2)
+    return tp, ds
+
+
+def test_the_study_summary_finds_a_planted_gap_and_orders_the_cells():
+    tp, ds = _fake_study(gap=0.05)
+    stats = tp.summary(ds)
+    planted = [k for k, c in stats["cells"].items() if c.get("held")]
+    assert planted == ["digits, beta 0.5, T = 0.0625", "digits, beta 0.5, T = 1",
+                       "digits, beta 3, T = 0.0625", "digits, beta 3, T = 1"]
+    assert stats["cells"]["digits, beta 0.5, T = 1"]["phase"] == "below beta_c"
+    assert stats["cells"]["digits, beta 3, T = 1"]["phase"] == "above beta_c"
+    assert stats["initial"] == {"effective_rank": 2.0, "n_groups": 2.0, "n_tokens": 17}
+    words = tp.phrases(stats)
+    assert words["random_ahead"] == "; ".join(planted[:2])
+    assert words["constant_ahead"] == "; ".join(planted[2:])
+    assert words["by_horizon"] == ("at T = 0.0625, the Gaussian values end behind in 1 of 2 "
+                                   "cells, 1 of them after Holm's correction; at T = 1, the "
+                                   "Gaussian values end behind in 1 of 2 cells, 1 of them after "
+                                   "Holm's correction")
+    assert words["phase"] == "different signs on the two sides of β_c"
+    assert words["rank_order"] == "does not order"
+    assert "digits, beta 3, T = 1" in tp.tables(stats)["cells"]
+    none = tp.summary(_fake_study(gap=0.0)[1])
+    assert not any(c["held"] for c in none["cells"].values())
+    assert tp.phrases(none)["random_ahead"] == tp.phrases(none)["constant_ahead"] == "no cell"

@@ -139,8 +139,9 @@ def work(knobs) -> float:
     return runs * knobs["depth"] * knobs["epochs"] * sum(per_task[t] for t in knobs["tasks"])
 
 
-#: Seconds per block-epoch at width 16 (measured: 0.6 s an epoch of the digits at depth 64).
-SECONDS_PER_WORK = 1.0e-2
+#: Seconds per block-epoch at width 16, measured on the committed paper run
+#: (results/train_phase_paper.nc: 3,380 s of cell time for 307,200 block-epochs).
+SECONDS_PER_WORK = 1.1e-2
 
 
 def _phase(attention, width) -> str:
@@ -152,13 +153,20 @@ def _phase(attention, width) -> str:
 
 
 def summary(ds) -> dict:
-    """By task, attention arm and horizon: the geometry at the last block at initialisation
-    (network and model, per value law), the final accuracy and first-epoch loss per value
+    """``initial``: the embedded tokens' mean effective rank and number of groups (before the
+    first block; ``n_tokens`` with the class token).  By task, attention arm and horizon: the
+    geometry at the last block at initialisation
+    (network and model, per value law), the gradient's norm at the embedding over its norm
+    at the last block (``gradient_ratio``), the final accuracy and first-epoch loss per value
     law, and the paired gap Gaussian minus identity (``paired_comparison``) with Holm's
     correction over all the cells (``held``)."""
     width = int(ds.attrs["fixed_width"])
     out = {"beta_c": float(critical_beta(width)), "width": width, "depth": int(ds.attrs["fixed_depth"]),
            "pairs": int(ds.sizes["pair"]), "cells": {}}
+    first = ds.isel(layer=0)
+    out["initial"] = {"effective_rank": float(first.init_effective_rank.mean()),
+                      "n_groups": float(first.init_n_clusters.mean()),
+                      "n_tokens": (8 // int(ds.attrs["fixed_patch_size"])) ** 2 + 1}
     last = ds.isel(layer=-1)
     for task in ds.task.values:
         for arm in ds.attention.values:
@@ -167,7 +175,10 @@ def summary(ds) -> dict:
                 row = {"phase": _phase(str(arm), width)}
                 for init in INITS:
                     one = sub.sel(init=init)
+                    grad = ds.init_gradient.sel(task=task, attention=arm, horizon=T, init=init)
                     row[init] = {"accuracy": float(one.val_accuracy.mean()),
+                                 "gradient_ratio": float((grad.isel(layer=0)
+                                                          / grad.isel(layer=-1)).mean()),
                                  "first_loss": float(one.first_loss.mean()),
                                  **{k: float(one[f"init_{k}"].mean()) for k in GEOMETRY},
                                  **{f"model_{k}": float(one[f"model_{k}"].mean()) for k in GEOMETRY}}
@@ -178,7 +189,69 @@ def summary(ds) -> dict:
     p = [max(c["sign_test_p_two_sided"], _t_p(c)) for c in cells]
     for c, keep in zip(cells, holm(p, 1.0 - LEVEL)):
         c["held"] = bool(keep)
+    out["rank_accuracy"] = {str(task): _rank_accuracy(out["cells"], str(task))
+                            for task in ds.task.values}
     return out
+
+
+def _rank_accuracy(cells, task) -> dict:
+    """Spearman's correlation, over the task's cells (attention x horizon x value law), of
+    the effective rank at the last block at initialisation with the final accuracy."""
+    import scipy.stats
+
+    pairs = [(c[init]["effective_rank"], c[init]["accuracy"])
+             for key, c in cells.items() if key.startswith(task + ",") for init in INITS]
+    rho, p = scipy.stats.spearmanr(*zip(*pairs)) if len(pairs) > 2 else (math.nan, math.nan)
+    return {"rho": float(rho), "p": float(p), "n_cells": len(pairs)}
+
+
+def phrases(stats) -> dict[str, str]:
+    """The page's words, each from ``stats``: ``random_ahead`` and ``constant_ahead``, the
+    cells where the Gaussian (identity) values end ahead after Holm's correction (or "no
+    cell"); ``by_horizon``: for the shortest and the longest horizon, how many cells end with
+    the Gaussian values behind and how many of these gaps hold; ``phase``: whether, at the
+    longest horizon, the gaps below and above beta_c have the same sign in every task;
+    ``rank_order``: whether the effective rank at initialisation orders the cells' accuracy
+    on every task (Spearman, two-sided, at the level of the paired intervals)."""
+    cells = stats["cells"]
+
+    def ahead(sign):
+        keys = [k for k, c in cells.items() if c.get("held") and sign * c["gap"] > 0]
+        return "; ".join(keys) if keys else "no cell"
+
+    horizons = sorted({float(k.rsplit("= ", 1)[1]) for k in cells})
+    def at(T):
+        return [c for k, c in cells.items() if float(k.rsplit("= ", 1)[1]) == T]
+
+    by_horizon = "; ".join(
+        f"at T = {T:g}, the Gaussian values end behind in {sum(c['gap'] < 0 for c in at(T))} "
+        f"of {len(at(T))} cells, {sum(c['gap'] < 0 and c['held'] for c in at(T))} of them "
+        "after Holm's correction" for T in (horizons[0], horizons[-1]))
+    sides = [[np.sign(c["gap"]) for k, c in cells.items() if c["phase"] == side
+              and float(k.rsplit("= ", 1)[1]) == horizons[-1] and k.startswith(task + ",")]
+             for task in stats["rank_accuracy"] for side in ("below beta_c", "above beta_c")]
+    same = all(len(set(a + b)) == 1 for a, b in zip(sides[::2], sides[1::2]) if a and b)
+    tests = stats["rank_accuracy"].values()
+    ordered = all(t["p"] < 1.0 - LEVEL and t["rho"] > 0 for t in tests)
+    return {"random_ahead": ahead(+1), "constant_ahead": ahead(-1), "by_horizon": by_horizon,
+            "phase": "the same sign on both sides of β_c on every task, so the side of the "
+                     "threshold does not decide it" if same else
+                     "different signs on the two sides of β_c",
+            "rank_order": "orders" if ordered else "does not order",
+            "collapse": _collapse(cells, horizons)}
+
+
+def _collapse(cells, horizons) -> str:
+    """What the identity values do with tokens as collapsed as the Gaussian ones: the first
+    task's first arm, at the longest horizon against the shortest."""
+    first = next(iter(cells)).rsplit(", T = ", 1)[0]
+    long, short = (cells[f"{first}, T = {T:g}"] for T in (horizons[-1], horizons[0]))
+    i, g = long["identity"], long["gaussian"]
+    return (f"in {first}, at T = {horizons[-1]:g} the tokens end with the effective rank "
+            f"{i['effective_rank']:.2f} with one identity value matrix and "
+            f"{g['effective_rank']:.2f} with Gaussian ones, yet the first network reaches "
+            f"{i['accuracy']:.0%} (against {short['identity']['accuracy']:.0%} at "
+            f"T = {horizons[0]:g}) and the second {g['accuracy']:.0%}")
 
 
 def _t_p(cell_stats) -> float:
@@ -193,46 +266,57 @@ def _t_p(cell_stats) -> float:
 
 def tables(stats) -> dict[str, str]:
     """One row a cell: the phase, the geometry at initialisation and the training outcome."""
-    head = ["task, attention, horizon", "phase", "clusters at the last block (identity / "
-            "Gaussian V)", "effective rank", "final accuracy (identity / Gaussian)",
-            "gap, Gaussian − identity (95% interval)"]
+    head = ["task, attention, horizon", "phase", "groups at the last block (identity / "
+            "Gaussian V)", "effective rank", "gradient, embedding over last block",
+            "final accuracy (identity / Gaussian)", "gap, Gaussian − identity (95% interval)"]
     rows = []
     for key, c in stats["cells"].items():
         i, g = c["identity"], c["gaussian"]
         rows.append([key, c["phase"], f"{i['n_clusters']:.1f} / {g['n_clusters']:.1f}",
                      f"{i['effective_rank']:.2f} / {g['effective_rank']:.2f}",
+                     f"{i['gradient_ratio']:.2g} / {g['gradient_ratio']:.2g}",
                      f"{i['accuracy']:.0%} / {g['accuracy']:.0%}",
                      f"{c['gap']:+.1%} ({c['gap_low']:+.1%} to {c['gap_high']:+.1%})"
                      + (" *" if c.get("held") else "")])
     return {"cells": words.markdown_table(head, rows)}
 
 
-def plot(ds):
-    """Left, the effective rank of the tokens in depth at initialisation (digits, each arm and
-    horizon; solid identity V, dashed Gaussian V); right, the final accuracy of every run
-    against the effective rank at the last block."""
+def plot(ds, task=None):
+    """For one task (default the first): left, the effective rank of the tokens in depth at
+    initialisation (each arm and horizon; solid identity V, dashed Gaussian V; crosses at the
+    last block, the paper's model from the same initial tokens); right, the
+    final accuracy of every run against the effective rank at its last block at
+    initialisation (circles identity V, triangles Gaussian V)."""
     import matplotlib.pyplot as plt
 
-    sub = ds.sel(task=ds.task.values[0])
+    task = str(ds.task.values[0]) if task is None else task
+    sub = ds.sel(task=task)
     arms = [(a, T) for a in sub.attention.values for T in sub.horizon.values]
     colours = palette(len(arms))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 4.4))
     for colour, (arm, T) in zip(colours, arms):
-        for init, style in zip(INITS, ("-", "--")):
-            rank = sub.init_effective_rank.sel(attention=arm, horizon=T, init=init).mean("pair")
-            left.plot(sub.layer, rank, style, color=colour, lw=1.2,
-                      label=f"{arm}, T = {float(T):g}" if init == "identity" else None)
-        for init, marker in zip(INITS, ("o", "^")):
-            cell_ = ds.sel(attention=arm, horizon=T, init=init).isel(layer=-1)
-            right.scatter(cell_.init_effective_rank.values.ravel(), cell_.val_accuracy.values.ravel(),
-                          s=14, marker=marker, color=colour, alpha=0.7)
+        for init, style, marker in zip(INITS, ("-", "--"), ("o", "^")):
+            one = sub.sel(attention=arm, horizon=T, init=init)
+            left.plot(sub.layer, one.init_effective_rank.mean("pair"), style, color=colour,
+                      lw=1.2, label=f"{arm}, T = {float(T):g}" if init == "identity" else None)
+            # the paper's model from the same initial tokens (none for random Q, K)
+            left.plot(sub.layer[-1], one.model_effective_rank.mean("pair"), "x", ms=7,
+                      color=colour)
+            right.scatter(one.init_effective_rank.isel(layer=-1), one.val_accuracy, s=14,
+                          marker=marker, color=colour, alpha=0.7)
     left.set(xlabel="block", ylabel="effective rank of the tokens",
-             title="at initialisation (digits)")
-    left.legend(loc="upper right")
-    right.set(xscale="log", xlabel="effective rank at the last block, at initialisation",
-              ylabel="final validation accuracy", title="after training (o identity, ^ Gaussian V)")
+             title=f"at initialisation ({task})")
+    right.set(xlabel="effective rank at the last block, at initialisation",
+              ylabel="final validation accuracy", title="after training")
+    for init, style, marker in zip(INITS, ("-", "--"), ("o", "^")):
+        left.plot([], [], style, marker=marker, color="0.3", label=f"{init} V")
+    left.plot([], [], "x", color="0.3", label="the paper's model")
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False)
+    pairs = ds.sizes["pair"]
     return laid_out(fig, f"Attention-only ViT, {int(ds.attrs['fixed_depth'])} blocks of width "
-                         f"{int(ds.attrs['fixed_width'])}, {ds.sizes['pair']} seed pairs a cell")
+                         f"{int(ds.attrs['fixed_width'])}, {pairs} seed pair"
+                         f"{'s' if pairs > 1 else ''} a cell", rect=(0, 0.15, 1, 1))
 
 
 FIGURE = Figure.declared(
