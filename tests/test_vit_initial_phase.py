@@ -186,12 +186,16 @@ def test_the_study_summary_finds_a_planted_gap_and_orders_the_cells():
     words = tp.phrases(stats)
     assert words["random_ahead"] == "; ".join(planted[:2])
     assert words["constant_ahead"] == "; ".join(planted[2:])
-    assert words["by_horizon"] == ("at T = 0.0625, the Gaussian values end behind in 1 of 2 "
-                                   "cells, 1 of them after Holm's correction; at T = 1, the "
-                                   "Gaussian values end behind in 1 of 2 cells, 1 of them after "
-                                   "Holm's correction")
-    assert words["phase"] == "different signs on the two sides of β_c"
-    assert words["rank_order"] == "does not order"
+    assert words["by_horizon"] == ("at T = 0.0625 the mean gap is negative in 1 of 2 cells, 1 of "
+                                   "them after Holm's correction; at T = 1 the mean gap is "
+                                   "negative in 1 of 2 cells, 1 of them after Holm's correction")
+    # the planted gaps: +5 points below beta_c, -5 above, at both horizons
+    side = stats["contrasts"]["digits"]["side"]
+    assert side["gap"]["gap"] == pytest.approx(-0.10, abs=0.02) and side["gap"]["gap_high"] < 0
+    horizon = stats["contrasts"]["digits"]["horizon"]["beta 0.5, gaussian"]
+    assert abs(horizon["gap"]) < 0.02 and horizon["gap_low"] < 0 < horizon["gap_high"]
+    assert "intervals below zero" in words["horizon_effect"] and "on digits" in words["side"]
+    assert words["rank_text"].startswith("ρ = ")
     assert "digits, beta 3, T = 1" in tp.tables(stats)["cells"]
     none = tp.summary(_fake_study(gap=0.0)[1])
     assert not any(c["held"] for c in none["cells"].values())

@@ -61,8 +61,8 @@ Parameters shared across depth
 A horizon
 ---------
 The residual is scaled by :math:`\sqrt{T/L}` (``horizon`` :math:`T`, 1 by default): the
-:math:`L` blocks are then :math:`L` steps of size :math:`1/L` of the paper's model run to
-time :math:`T`, so that depth refines the step and :math:`T` sets how far the tokens move.
+:math:`L` blocks are then :math:`L` steps of size :math:`T/L` (:math:`L/T` layers per unit
+time) of the paper's model run to time :math:`T`, so that depth refines the step and :math:`T` sets how far the tokens move.
 
 The network is described by one frozen :class:`ViTConfig`; the paper's is depth
 :math:`L = 128` and width :math:`d = 96` on CIFAR-10 (:data:`PAPER_CONFIG`).

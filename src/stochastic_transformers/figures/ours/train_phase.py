@@ -159,13 +159,16 @@ def summary(ds) -> dict:
     (network and model, per value law), the gradient's norm at the embedding over its norm
     at the last block (``gradient_ratio``), the final accuracy and first-epoch loss per value
     law, and the paired gap Gaussian minus identity (``paired_comparison``) with Holm's
-    correction over all the cells (``held``)."""
+    correction of its paired t test over all the cells (``held``; the intervals are not
+    adjusted); ``rank_accuracy`` (exploratory: the cells share their seeds) and
+    ``contrasts`` (:func:`_contrasts`)."""
     width = int(ds.attrs["fixed_width"])
     out = {"beta_c": float(critical_beta(width)), "width": width, "depth": int(ds.attrs["fixed_depth"]),
            "pairs": int(ds.sizes["pair"]), "cells": {}}
     first = ds.isel(layer=0)
     out["initial"] = {"effective_rank": float(first.init_effective_rank.mean()),
                       "n_groups": float(first.init_n_clusters.mean()),
+                      # the tasks are the digits' 8 x 8 images; one class token
                       "n_tokens": (8 // int(ds.attrs["fixed_patch_size"])) ** 2 + 1}
     last = ds.isel(layer=-1)
     for task in ds.task.values:
@@ -186,11 +189,37 @@ def summary(ds) -> dict:
                 row.update(paired_comparison(gaps.values, LEVEL, POWER))
                 out["cells"][f"{task}, {arm}, T = {float(T):g}"] = row
     cells = list(out["cells"].values())
-    p = [max(c["sign_test_p_two_sided"], _t_p(c)) for c in cells]
-    for c, keep in zip(cells, holm(p, 1.0 - LEVEL)):
+    for c, keep in zip(cells, holm([_t_p(c) for c in cells], 1.0 - LEVEL)):
         c["held"] = bool(keep)
     out["rank_accuracy"] = {str(task): _rank_accuracy(out["cells"], str(task))
                             for task in ds.task.values}
+    out["contrasts"] = {str(task): _contrasts(last.sel(task=task), width) for task in ds.task.values}
+    return out
+
+
+def _contrasts(last, width) -> dict:
+    """Paired contrasts of one task's final accuracy (the runs of a seed pair share every
+    draw but the values): ``horizon`` (longest minus shortest horizon, per arm and value law)
+    and ``side`` (at the longest horizon, above minus below beta_c: the Gaussian values'
+    accuracy, and their gap to the identity values), each a ``paired_comparison``."""
+    acc = last.val_accuracy
+    T0, T1 = float(acc.horizon.min()), float(acc.horizon.max())
+    out = {"horizon": {}, "side": {}}
+    if T1 > T0:
+        for arm in acc.attention.values:
+            for init in INITS:
+                diff = acc.sel(attention=arm, init=init)
+                out["horizon"][f"{arm}, {init}"] = paired_comparison(
+                    (diff.sel(horizon=T1) - diff.sel(horizon=T0)).values, LEVEL, POWER)
+    sides = {_phase(str(a), width): a for a in acc.attention.values}
+    if {"below beta_c", "above beta_c"} <= set(sides):
+        at = acc.sel(horizon=T1)
+        above, below = (at.sel(attention=sides[k]) for k in ("above beta_c", "below beta_c"))
+        gap = lambda x: x.sel(init="gaussian") - x.sel(init="identity")  # noqa: E731
+        out["side"] = {"gaussian": paired_comparison(
+                           (above.sel(init="gaussian") - below.sel(init="gaussian")).values,
+                           LEVEL, POWER),
+                       "gap": paired_comparison((gap(above) - gap(below)).values, LEVEL, POWER)}
     return out
 
 
@@ -205,14 +234,21 @@ def _rank_accuracy(cells, task) -> dict:
     return {"rho": float(rho), "p": float(p), "n_cells": len(pairs)}
 
 
+def _points(c, key="gap") -> str:
+    """A paired comparison's mean and interval in points of accuracy."""
+    return (f"{100 * c[key]:+.1f} points ({100 * c[key + '_low']:+.1f} to "
+            f"{100 * c[key + '_high']:+.1f})")
+
+
 def phrases(stats) -> dict[str, str]:
     """The page's words, each from ``stats``: ``random_ahead`` and ``constant_ahead``, the
     cells where the Gaussian (identity) values end ahead after Holm's correction (or "no
-    cell"); ``by_horizon``: for the shortest and the longest horizon, how many cells end with
-    the Gaussian values behind and how many of these gaps hold; ``phase``: whether, at the
-    longest horizon, the gaps below and above beta_c have the same sign in every task;
-    ``rank_order``: whether the effective rank at initialisation orders the cells' accuracy
-    on every task (Spearman, two-sided, at the level of the paired intervals)."""
+    cell"); ``by_horizon``, per horizon, in how many cells the mean gap (Gaussian minus
+    identity) is negative and how many of these hold; ``horizon_effect``, each task's paired
+    change of accuracy from the shortest to the longest horizon, per value law (its range over
+    the arms); ``side``, each task's paired contrast above minus below beta_c at the longest
+    horizon; ``rank_text``, Spearman's correlation on each task; ``collapse``, the first
+    task's first arm at the longest horizon."""
     cells = stats["cells"]
 
     def ahead(sign):
@@ -224,34 +260,40 @@ def phrases(stats) -> dict[str, str]:
         return [c for k, c in cells.items() if float(k.rsplit("= ", 1)[1]) == T]
 
     by_horizon = "; ".join(
-        f"at T = {T:g}, the Gaussian values end behind in {sum(c['gap'] < 0 for c in at(T))} "
-        f"of {len(at(T))} cells, {sum(c['gap'] < 0 and c['held'] for c in at(T))} of them "
-        "after Holm's correction" for T in (horizons[0], horizons[-1]))
-    sides = [[np.sign(c["gap"]) for k, c in cells.items() if c["phase"] == side
-              and float(k.rsplit("= ", 1)[1]) == horizons[-1] and k.startswith(task + ",")]
-             for task in stats["rank_accuracy"] for side in ("below beta_c", "above beta_c")]
-    same = all(len(set(a + b)) == 1 for a, b in zip(sides[::2], sides[1::2]) if a and b)
-    tests = stats["rank_accuracy"].values()
-    ordered = all(t["p"] < 1.0 - LEVEL and t["rho"] > 0 for t in tests)
+        f"at T = {T:g} the mean gap is negative in {sum(c['gap'] < 0 for c in at(T))} of "
+        f"{len(at(T))} cells, {sum(c['gap'] < 0 and c['held'] for c in at(T))} of them after "
+        "Holm's correction" for T in dict.fromkeys((horizons[0], horizons[-1])))
+    effect, side = [], []
+    for task, con in stats["contrasts"].items():
+        for init in INITS:
+            runs = [c for k, c in con["horizon"].items() if k.endswith(init)]
+            if runs:
+                lo, hi = (100 * f(c["gap"] for c in runs) for f in (min, max))
+                below = sum(c["gap_high"] < 0 for c in runs)
+                effect.append(f"{init} values {lo:+.1f} to {hi:+.1f} points on {task} ({below} "
+                              f"of {len(runs)} intervals below zero)")
+        if con["side"]:
+            side.append(f"{_points(con['side']['gaussian'])} for the Gaussian values' "
+                        f"accuracy and {_points(con['side']['gap'])} for their gap on {task}")
+    rank = "; ".join(f"ρ = {r['rho']:.2f} (p = {r['p']:.2g}) on {task}"
+                     for task, r in stats["rank_accuracy"].items())
     return {"random_ahead": ahead(+1), "constant_ahead": ahead(-1), "by_horizon": by_horizon,
-            "phase": "the same sign on both sides of β_c on every task, so the side of the "
-                     "threshold does not decide it" if same else
-                     "different signs on the two sides of β_c",
-            "rank_order": "orders" if ordered else "does not order",
-            "collapse": _collapse(cells, horizons)}
+            "horizon_effect": "; ".join(effect) if effect else "not measured (one horizon)",
+            "side": "; ".join(side) if side else "not measured (no β on each side of β_c)",
+            "rank_text": rank, "collapse": _collapse(cells, horizons)}
 
 
 def _collapse(cells, horizons) -> str:
-    """What the identity values do with tokens as collapsed as the Gaussian ones: the first
-    task's first arm, at the longest horizon against the shortest."""
+    """The first task's first arm at the longest horizon: the effective rank and the accuracy
+    with each value law, and the identity values' accuracy at the shortest horizon."""
     first = next(iter(cells)).rsplit(", T = ", 1)[0]
     long, short = (cells[f"{first}, T = {T:g}"] for T in (horizons[-1], horizons[0]))
     i, g = long["identity"], long["gaussian"]
     return (f"in {first}, at T = {horizons[-1]:g} the tokens end with the effective rank "
             f"{i['effective_rank']:.2f} with one identity value matrix and "
-            f"{g['effective_rank']:.2f} with Gaussian ones, yet the first network reaches "
-            f"{i['accuracy']:.0%} (against {short['identity']['accuracy']:.0%} at "
-            f"T = {horizons[0]:g}) and the second {g['accuracy']:.0%}")
+            f"{g['effective_rank']:.2f} with Gaussian ones; the first network reaches "
+            f"{i['accuracy']:.0%} (and {short['identity']['accuracy']:.0%} at "
+            f"T = {horizons[0]:g}), the second {g['accuracy']:.0%}")
 
 
 def _t_p(cell_stats) -> float:
@@ -282,41 +324,46 @@ def tables(stats) -> dict[str, str]:
 
 
 def plot(ds, task=None):
-    """For one task (default the first): left, the effective rank of the tokens in depth at
-    initialisation (each arm and horizon; solid identity V, dashed Gaussian V; crosses at the
-    last block, the paper's model from the same initial tokens); right, the
-    final accuracy of every run against the effective rank at its last block at
-    initialisation (circles identity V, triangles Gaussian V)."""
+    """Left and middle, for one task (default the first): the effective rank of the tokens in
+    depth at initialisation at the shortest and the longest horizon (a colour per attention
+    arm; solid identity V, dashed Gaussian V; at the last block the simulator from the same
+    initial tokens, + the flow, x the stochastic model).  Right: every cell's paired gap,
+    Gaussian minus identity, with its 95% interval (filled: holds after Holm's correction)."""
     import matplotlib.pyplot as plt
 
     task = str(ds.task.values[0]) if task is None else task
     sub = ds.sel(task=task)
-    arms = [(a, T) for a in sub.attention.values for T in sub.horizon.values]
-    colours = palette(len(arms))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 4.4))
-    for colour, (arm, T) in zip(colours, arms):
-        for init, style, marker in zip(INITS, ("-", "--"), ("o", "^")):
-            one = sub.sel(attention=arm, horizon=T, init=init)
-            left.plot(sub.layer, one.init_effective_rank.mean("pair"), style, color=colour,
-                      lw=1.2, label=f"{arm}, T = {float(T):g}" if init == "identity" else None)
-            # the paper's model from the same initial tokens (none for random Q, K)
-            left.plot(sub.layer[-1], one.model_effective_rank.mean("pair"), "x", ms=7,
-                      color=colour)
-            right.scatter(one.init_effective_rank.isel(layer=-1), one.val_accuracy, s=14,
-                          marker=marker, color=colour, alpha=0.7)
-    left.set(xlabel="block", ylabel="effective rank of the tokens",
-             title=f"at initialisation ({task})")
-    right.set(xlabel="effective rank at the last block, at initialisation",
-              ylabel="final validation accuracy", title="after training")
-    for init, style, marker in zip(INITS, ("-", "--"), ("o", "^")):
-        left.plot([], [], style, marker=marker, color="0.3", label=f"{init} V")
-    left.plot([], [], "x", color="0.3", label="the paper's model")
-    handles, labels = left.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False)
+    arms, horizons = list(sub.attention.values), sorted(float(T) for T in sub.horizon.values)
+    colours = dict(zip(arms, palette(len(arms))))
+    fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.8), gridspec_kw={"width_ratios": (1, 1, 1.4)})
+    for ax, T in zip(axes[:2], dict.fromkeys((horizons[0], horizons[-1]))):
+        for arm in arms:
+            for init, style, mark in zip(INITS, ("-", "--"), ("+", "x")):
+                one = sub.sel(attention=arm, horizon=T, init=init)
+                ax.plot(sub.layer, one.init_effective_rank.mean("pair"), style, lw=1.2,
+                        color=colours[arm], label=str(arm) if init == "identity" else None)
+                ax.plot(sub.layer[-1], one.model_effective_rank.mean("pair"), mark, ms=7,
+                        color=colours[arm])
+        ax.set(xlabel="block", title=f"initialisation, T = {T:g}")
+    axes[0].set_ylabel(f"effective rank ({task})")
+    axes[0].legend(loc="lower left")
+    stats = summary(ds)
+    for key, c in stats["cells"].items():
+        task_, arm, T = key.split(", ")
+        x = (arms.index(arm) + 0.4 * (horizons.index(float(T.split("= ")[1])) - 0.5)
+             + (0.08 if task_ != task else -0.08))
+        axes[2].errorbar(x, 100 * c["gap"], yerr=[[100 * (c["gap"] - c["gap_low"])],
+                         [100 * (c["gap_high"] - c["gap"])]], fmt="o" if task_ == task else "s",
+                         ms=4, capsize=2, color=colours.get(arm, "0.3"),
+                         mfc=None if c["held"] else "white")
+    axes[2].axhline(0, color="0.5", lw=0.8)
+    axes[2].set_xticks(range(len(arms)), [str(a).replace("beta", "β") for a in arms])
+    axes[2].set(ylabel="Gaussian − identity (points)", title=f"paired gap (o {task}, s other)",
+                xlabel=f"in each arm: T = {horizons[0]:g} left, {horizons[-1]:g} right")
     pairs = ds.sizes["pair"]
     return laid_out(fig, f"Attention-only ViT, {int(ds.attrs['fixed_depth'])} blocks of width "
                          f"{int(ds.attrs['fixed_width'])}, {pairs} seed pair"
-                         f"{'s' if pairs > 1 else ''} a cell", rect=(0, 0.15, 1, 1))
+                         f"{'s' if pairs > 1 else ''} a cell")
 
 
 FIGURE = Figure.declared(
