@@ -195,6 +195,7 @@ def test_the_study_summary_finds_a_planted_gap_and_orders_the_cells():
     horizon = stats["contrasts"]["digits"]["horizon"]["beta 0.5, gaussian"]
     assert abs(horizon["gap"]) < 0.02 and horizon["gap_low"] < 0 < horizon["gap_high"]
     assert "intervals below zero" in words["horizon_effect"] and "on digits" in words["side"]
+    assert words["interaction"].startswith("between ")
     assert words["rank_text"].startswith("ρ = ")
     assert "digits, beta 3, T = 1" in tp.tables(stats)["cells"]
     none = tp.summary(_fake_study(gap=0.0)[1])

@@ -201,16 +201,21 @@ def _contrasts(last, width) -> dict:
     """Paired contrasts of one task's final accuracy (the runs of a seed pair share every
     draw but the values): ``horizon`` (longest minus shortest horizon, per arm and value law)
     and ``side`` (at the longest horizon, above minus below beta_c: the Gaussian values'
-    accuracy, and their gap to the identity values), each a ``paired_comparison``."""
+    accuracy, and their gap to the identity values) and ``interaction`` (per arm, the gap at the
+    longest horizon minus the gap at the shortest), each a ``paired_comparison``."""
     acc = last.val_accuracy
     T0, T1 = float(acc.horizon.min()), float(acc.horizon.max())
     out = {"horizon": {}, "side": {}}
+    out["interaction"] = {}
     if T1 > T0:
         for arm in acc.attention.values:
             for init in INITS:
                 diff = acc.sel(attention=arm, init=init)
                 out["horizon"][f"{arm}, {init}"] = paired_comparison(
                     (diff.sel(horizon=T1) - diff.sel(horizon=T0)).values, LEVEL, POWER)
+            gap = acc.sel(attention=arm, init="gaussian") - acc.sel(attention=arm, init="identity")
+            out["interaction"][str(arm)] = paired_comparison(
+                (gap.sel(horizon=T1) - gap.sel(horizon=T0)).values, LEVEL, POWER)
     sides = {_phase(str(a), width): a for a in acc.attention.values}
     if {"below beta_c", "above beta_c"} <= set(sides):
         at = acc.sel(horizon=T1)
@@ -247,7 +252,9 @@ def phrases(stats) -> dict[str, str]:
     identity) is negative and how many of these hold; ``horizon_effect``, each task's paired
     change of accuracy from the shortest to the longest horizon, per value law (its range over
     the arms); ``side``, each task's paired contrast above minus below beta_c at the longest
-    horizon; ``rank_text``, Spearman's correlation on each task; ``collapse``, the first
+    horizon; ``interaction``, each task's range over the arms of the gap's change from the
+    shortest to the longest horizon; ``rank_text``, Spearman's correlation on each task
+    (nominal p: the points share seeds); ``collapse``, the first
     task's first arm at the longest horizon."""
     cells = stats["cells"]
 
@@ -263,23 +270,32 @@ def phrases(stats) -> dict[str, str]:
         f"at T = {T:g} the mean gap is negative in {sum(c['gap'] < 0 for c in at(T))} of "
         f"{len(at(T))} cells, {sum(c['gap'] < 0 and c['held'] for c in at(T))} of them after "
         "Holm's correction" for T in dict.fromkeys((horizons[0], horizons[-1])))
-    effect, side = [], []
+    effect, side, interaction = [], [], []
     for task, con in stats["contrasts"].items():
         for init in INITS:
             runs = [c for k, c in con["horizon"].items() if k.endswith(init)]
             if runs:
                 lo, hi = (100 * f(c["gap"] for c in runs) for f in (min, max))
-                below = sum(c["gap_high"] < 0 for c in runs)
-                effect.append(f"{init} values {lo:+.1f} to {hi:+.1f} points on {task} ({below} "
-                              f"of {len(runs)} intervals below zero)")
+                below, above = (sum(c["gap_high"] < 0 for c in runs),
+                                sum(c["gap_low"] > 0 for c in runs))
+                effect.append(f"{init.capitalize()} values on {task}: mean changes between "
+                              f"{lo:+.1f} and {hi:+.1f} points across the {len(runs)} arms "
+                              f"({below} intervals below zero, {above} above)")
+        if con["interaction"]:
+            inter = con["interaction"].values()
+            lo, hi = (100 * f(c["gap"] for c in inter) for f in (min, max))
+            worst = max(_t_p(c) for c in inter)
+            interaction.append(f"between {lo:+.1f} and {hi:+.1f} points on {task} (every "
+                               f"paired t test p ≤ {worst:.2g})")
         if con["side"]:
             side.append(f"{_points(con['side']['gaussian'])} for the Gaussian values' "
                         f"accuracy and {_points(con['side']['gap'])} for their gap on {task}")
-    rank = "; ".join(f"ρ = {r['rho']:.2f} (p = {r['p']:.2g}) on {task}"
+    rank = "; ".join(f"ρ = {r['rho']:.2f} (nominal p = {r['p']:.2g}) on {task}"
                      for task, r in stats["rank_accuracy"].items())
     return {"random_ahead": ahead(+1), "constant_ahead": ahead(-1), "by_horizon": by_horizon,
             "horizon_effect": "; ".join(effect) if effect else "not measured (one horizon)",
             "side": "; ".join(side) if side else "not measured (no β on each side of β_c)",
+            "interaction": "; ".join(interaction) if interaction else "not measured",
             "rank_text": rank, "collapse": _collapse(cells, horizons)}
 
 
@@ -335,7 +351,8 @@ def plot(ds, task=None):
     sub = ds.sel(task=task)
     arms, horizons = list(sub.attention.values), sorted(float(T) for T in sub.horizon.values)
     colours = dict(zip(arms, palette(len(arms))))
-    fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.8), gridspec_kw={"width_ratios": (1, 1, 1.4)})
+    fig, axes = plt.subplots(1, 3, figsize=(8.4, 3.8), sharey=False,
+                             gridspec_kw={"width_ratios": (1, 1, 1.4)})
     for ax, T in zip(axes[:2], dict.fromkeys((horizons[0], horizons[-1]))):
         for arm in arms:
             for init, style, mark in zip(INITS, ("-", "--"), ("+", "x")):
@@ -346,7 +363,11 @@ def plot(ds, task=None):
                         color=colours[arm])
         ax.set(xlabel="block", title=f"initialisation, T = {T:g}")
     axes[0].set_ylabel(f"effective rank ({task})")
+    keys = [axes[1].plot([], [], style, marker=mark, color="0.3")[0]
+            for style, mark in zip(("-", "--"), ("+", "x"))]
     axes[0].legend(loc="lower left")
+    axes[1].legend(keys, [f"{init} V, simulator {mark}" for init, mark in zip(INITS, "+x")],
+                   loc="upper right")
     stats = summary(ds)
     for key, c in stats["cells"].items():
         task_, arm, T = key.split(", ")
@@ -358,7 +379,7 @@ def plot(ds, task=None):
                          mfc=None if c["held"] else "white")
     axes[2].axhline(0, color="0.5", lw=0.8)
     axes[2].set_xticks(range(len(arms)), [str(a).replace("beta", "β") for a in arms])
-    axes[2].set(ylabel="Gaussian − identity (points)", title=f"paired gap (o {task}, s other)",
+    axes[2].set(ylabel="Gaussian − identity (points)", title="paired gap (● digits, ■ small)",
                 xlabel=f"in each arm: T = {horizons[0]:g} left, {horizons[-1]:g} right")
     pairs = ds.sizes["pair"]
     return laid_out(fig, f"Attention-only ViT, {int(ds.attrs['fixed_depth'])} blocks of width "
