@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.stats
 
 from ... import simulate
 from ...classification import token_geometry
@@ -231,8 +232,6 @@ def _contrasts(last, width) -> dict:
 def _rank_accuracy(cells, task) -> dict:
     """Spearman's correlation, over the task's cells (attention x horizon x value law), of
     the effective rank at the last block at initialisation with the final accuracy."""
-    import scipy.stats
-
     pairs = [(c[init]["effective_rank"], c[init]["accuracy"])
              for key, c in cells.items() if key.startswith(task + ",") for init in INITS]
     rho, p = scipy.stats.spearmanr(*zip(*pairs)) if len(pairs) > 2 else (math.nan, math.nan)
@@ -314,8 +313,6 @@ def _collapse(cells, horizons) -> str:
 
 def _t_p(cell_stats) -> float:
     """Two-sided p of the t test implied by the interval (1 if it cannot be formed)."""
-    import scipy.stats
-
     n, sd = cell_stats["n"], cell_stats["gap_sd"]
     if n < 2 or not np.isfinite(sd) or sd == 0:
         return 1.0
@@ -362,6 +359,8 @@ def plot(ds, task=None):
                 ax.plot(sub.layer[-1], one.model_effective_rank.mean("pair"), mark, ms=7,
                         color=colours[arm])
         ax.set(xlabel="block", title=f"initialisation, T = {T:g}")
+    if len(horizons) == 1:   # one horizon (the smoke scale): the middle panel has nothing
+        axes[1].set_axis_off()
     axes[0].set_ylabel(f"effective rank ({task})")
     keys = [axes[1].plot([], [], style, marker=mark, color="0.3")[0]
             for style, mark in zip(("-", "--"), ("+", "x"))]
