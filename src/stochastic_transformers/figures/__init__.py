@@ -19,7 +19,7 @@ from .followup import (homog_heads, homog_hemisphere, homog_laws, homog_limits, 
 from .base import load_committed
 from .knobs import parse_settings
 from .ours import (clusters, ff_pairs, ff_threshold, ff_tokens, norm_clock, norm_pairs, norm_tokens,
-                   train_phase)
+                   train_phase, train_width)
 from .paper import (fig1, fig2, fig3, fig4, fig6, fig7, fig8, fig9, overlap, persistence_long, thm1,
                     universality, weak_order)
 from .spec import Figure
@@ -30,7 +30,9 @@ __all__ = ["FIGURES", "Figure", "SCALE_NAMES", "get", "load_committed", "obtain"
 #: Every figure by id, in the book's order.
 FIGURES: dict[str, Figure] = {module.FIGURE.id: module.FIGURE for module in (
     fig1, fig2, overlap, fig3, fig4, fig6, fig7, clusters, persistence_long, fig8, fig9,
-    ff_pairs, ff_threshold, ff_tokens, norm_pairs, norm_clock, norm_tokens, train_phase, thm1,
+    ff_pairs, ff_threshold, ff_tokens, norm_pairs, norm_clock, norm_tokens, train_phase,
+    train_width,
+    thm1,
     weak_order,
     universality,
     homog_regimes, homog_meet, homog_logistic, homog_hemisphere, homog_simplex, homog_limits,
