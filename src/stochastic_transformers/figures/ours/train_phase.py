@@ -245,9 +245,7 @@ def _points(c, key="gap") -> str:
 
 
 def phrases(stats) -> dict[str, str]:
-    """The page's words, each from ``stats``: ``random_ahead`` and ``constant_ahead``, the
-    cells where the Gaussian (identity) values end ahead after Holm's correction (or "no
-    cell"); ``by_horizon``, per horizon, in how many cells the mean gap (Gaussian minus
+    """The page's words, each from ``stats``: ``by_horizon``, per horizon, in how many cells the mean gap (Gaussian minus
     identity) is negative and how many of these hold; ``horizon_effect``, each task's paired
     change of accuracy from the shortest to the longest horizon, per value law (its range over
     the arms); ``side``, each task's paired contrast above minus below beta_c at the longest
@@ -256,11 +254,6 @@ def phrases(stats) -> dict[str, str]:
     (nominal p: the points share seeds); ``collapse``, the first
     task's first arm at the longest horizon."""
     cells = stats["cells"]
-
-    def ahead(sign):
-        keys = [k for k, c in cells.items() if c.get("held") and sign * c["gap"] > 0]
-        return "; ".join(keys) if keys else "no cell"
-
     horizons = sorted({float(k.rsplit("= ", 1)[1]) for k in cells})
     def at(T):
         return [c for k, c in cells.items() if float(k.rsplit("= ", 1)[1]) == T]
@@ -291,7 +284,7 @@ def phrases(stats) -> dict[str, str]:
                         f"accuracy and {_points(con['side']['gap'])} for their gap on {task}")
     rank = "; ".join(f"ρ = {r['rho']:.2f} (nominal p = {r['p']:.2g}) on {task}"
                      for task, r in stats["rank_accuracy"].items())
-    return {"random_ahead": ahead(+1), "constant_ahead": ahead(-1), "by_horizon": by_horizon,
+    return {"by_horizon": by_horizon,
             "horizon_effect": "; ".join(effect) if effect else "not measured (one horizon)",
             "side": "; ".join(side) if side else "not measured (no β on each side of β_c)",
             "interaction": "; ".join(interaction) if interaction else "not measured",

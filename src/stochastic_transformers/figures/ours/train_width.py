@@ -145,7 +145,8 @@ def summary(ds) -> dict:
 
 
 def phrases(stats) -> dict[str, str]:
-    """``pooled``: the test's answer on each task, with its interval and the smallest change
+    """``answer``: whether crossing beta_c moves the gap, on each task (the pooled
+    interval); ``pooled``: the test on each task, with its interval and the smallest change
     it could detect; ``steps``: each crossing contrast; ``phase``: the share of near-antipodal
     pairs at the last block at initialisation (Gaussian values) at each width and beta."""
     pooled = "; ".join(
@@ -156,7 +157,10 @@ def phrases(stats) -> dict[str, str]:
     phase = "; ".join(f"at d = {w}, " + ", ".join(
         f"{stats['cells'][f'{first}, d = {w}, β = {b:g}']['gaussian']['antipodal_share']:.2f} "
         f"at β = {b:g}" for b in stats["betas"]) for w in stats["widths"])
-    return {"pooled": pooled or "not measured (no β pair crosses β_c at one width only)",
+    answer = {str(t): ("moves the gap" if c["gap_low"] > 0 or c["gap_high"] < 0 else
+                       "does not detectably move the gap") for t, c in stats["pooled"].items()}
+    return {"answer": "; ".join(f"{a} on {t}" for t, a in answer.items()) or "is not measured",
+            "pooled": pooled or "not measured (no β pair crosses β_c at one width only)",
             "steps": steps or "not measured", "phase": phase}
 
 
