@@ -316,7 +316,8 @@ def tables(stats) -> dict[str, str]:
     """One row a cell: the phase, the geometry at initialisation and the training outcome."""
     head = ["task, attention, horizon", "phase", "groups at the last block (identity / "
             "Gaussian V)", "effective rank", "gradient, embedding over last block",
-            "final accuracy (identity / Gaussian)", "gap, Gaussian − identity (95% interval)"]
+            "final accuracy (identity / Gaussian)", "gap, Gaussian − identity (95% interval)",
+            "detectable gap"]
     rows = []
     for key, c in stats["cells"].items():
         i, g = c["identity"], c["gaussian"]
@@ -325,7 +326,7 @@ def tables(stats) -> dict[str, str]:
                      f"{i['gradient_ratio']:.2g} / {g['gradient_ratio']:.2g}",
                      f"{i['accuracy']:.0%} / {g['accuracy']:.0%}",
                      f"{c['gap']:+.1%} ({c['gap_low']:+.1%} to {c['gap_high']:+.1%})"
-                     + (" *" if c.get("held") else "")])
+                     + (" *" if c.get("held") else ""), f"{c['detectable_gap']:.0%}"])
     return {"cells": words.markdown_table(head, rows)}
 
 
