@@ -372,3 +372,31 @@ def test_a_knob_outside_the_library_range_is_refused_before_any_compute(fig_id, 
     for knob in given:
         with pytest.raises(ValueError, match=knob):
             figure.compute("smoke", progress=False, **{knob: OUT_OF_RANGE[knob]})
+
+
+# Knob values that the figures' checks once accepted and that then failed inside a running
+# cell (an overflow, a solver grid too large, a record the model does not make) or in
+# summary(); each is now refused before compute, with the knob's name in the message.
+@pytest.mark.parametrize("fig_id, knob, value", [
+    ("fig1", "beta", 711.0), ("overlap", "beta", 360.0), ("fig6", "n_tokens", [2]),
+    ("fig7", "n_tokens", 2), ("fig7", "betas", [701.0]), ("fig9", "betas", [701.0]),
+    ("persistence_long", "uniform_tokens", [2]), ("persistence_long", "one_plus_z0", 2.0),
+    ("persistence_long", "t_min", 1e6), ("clusters", "one_plus_z0", 1e-300),
+    ("clusters", "splits", ["1,1", "1,1"]), ("ff_pairs", "betas", [701.0]),
+    ("ff_threshold", "betas", [701.0]), ("ff_threshold", "n_traj", 1), ("ff_tokens", "rs", [0.5]),
+    ("norm_pairs", "attention", "unnormalized"), ("norm_clock", "attention", "unnormalized"),
+    ("norm_tokens", "attention", "unnormalized"), ("norm_clock", "d", 2),
+    ("thm1", "times", [50.0]), ("thm1", "sigma", 1e6), ("train_width", "widths", [10**6])])
+def test_a_knob_that_would_fail_inside_a_cell_is_refused_before_compute(fig_id, knob, value):
+    from stochastic_transformers import figures
+
+    with pytest.raises(ValueError, match=knob):
+        figures.get(fig_id).knobs("smoke", {knob: value})
+
+
+def test_a_beta_whose_kolmogorov_grid_cannot_be_refined_is_refused_by_the_dry_run():
+    from stochastic_transformers import figures
+
+    with pytest.raises(ValueError, match="Kolmogorov grid of .* points, refined to"):
+        figures.get("thm1").knobs("smoke", {"beta": 300.0})
+    figures.get("thm1").knobs("smoke", {"beta": 30.0})   # within the grid: accepted

@@ -285,6 +285,9 @@ SIGMA_MAX = 1e6
 #: ``theory.SCALE_FUNCTION_BETA_MAX``).  The figures' beta knobs take this range, so that a
 #: beta the stopping rule cannot serve is refused before a sweep starts, not in its cells.
 BETA_MAX = 1.0e4
+#: Largest beta where the unnormalised weights e^beta (and the two-cluster and feedforward
+#: theories that use them) stay finite in float64.
+EXP_BETA_MAX = 700.0
 #: Largest noise level epsilon of the hybrid model (same reason).
 EPSILON_MAX = 1e6
 #: Largest residual step eta of the random-attention model (same reason).

@@ -193,7 +193,7 @@ def _domain(beta, d, attention, sigma, model, epsilon, t, x_in):
         m_inf, n_inf = float(mu[index]), float(nu[index])
         out_max = max(0.0, float(np.max(outward_sign * mu)))
         gauss = out_max * t + nu_max * math.sqrt(2.0 * 32.0 * t)
-        c_out = 2.0 * outward_sign * m_inf / n_inf**2 if n_inf > 0.0 else 0.0
+        c_out = 2.0 * outward_sign * m_inf / n_inf**2 if n_inf**2 > 0.0 else 0.0
         expo = 32.0 / c_out if c_out > 0.0 else math.inf
         lengths[side] = min(gauss, expo) + 1.0
     return -(x_in + lengths["lo"]), x_in + lengths["hi"]
@@ -212,6 +212,27 @@ def _overlap_backward(f, xs, ts, beta, d, attention, sigma, model, epsilon, rtol
     return kolmogorov.solve_backward(u0, xs, ts, mu, 0.5 * nu**2, rtol)
 
 
+#: The most points a grid of the overlap's Kolmogorov solution may have (a few minutes).
+KOLMOGOROV_MAX_POINTS = 400_000
+
+
+def check_kolmogorov_grid(beta, d, attention, sigma, t, x_max, refinements=2) -> int:
+    """A dry run of :func:`overlap_expectation` (default step) for the starts
+    :math:`|x| \le` ``x_max`` up to the time ``t``: the points of its coarsest grid, or a
+    ValueError where ``refinements`` halvings of the step would pass
+    :data:`KOLMOGOROV_MAX_POINTS`.  Nothing is solved."""
+    beta = float(beta)
+    lo, hi = _domain(beta, int(d), attention, float(sigma), "stochastic", 0.0, float(t),
+                     max(18.0, float(x_max) + 2.0))
+    n = int(math.ceil((hi - lo) / (0.05 / (1.0 + beta)))) + 1
+    finest = 2**refinements * (n - 1) + 1
+    if finest > KOLMOGOROV_MAX_POINTS:
+        raise ValueError(f"beta = {beta:g} and sigma = {float(sigma):g} to the time {float(t):g} "
+                         f"need a Kolmogorov grid of {n:,} points, refined to {finest:,} (at "
+                         f"most {KOLMOGOROV_MAX_POINTS:,}); lower beta, sigma or the time")
+    return n
+
+
 def _refined_expectation(f, x0s, t_sorted, h0, atol, beta, d, attention, sigma, model,
                          epsilon):
     """The Kolmogorov solution at ``x0s`` on nested grids, refined from step ``h0`` until the
@@ -222,7 +243,7 @@ def _refined_expectation(f, x0s, t_sorted, h0, atol, beta, d, attention, sigma, 
     n = int(math.ceil((hi - lo) / h0)) + 1
     for level in range(4):
         # Nested grids (exact ratio 2) so that Richardson's (16 u_{h/2} - u_h)/15 applies.
-        if n > 400_000:
+        if n > KOLMOGOROV_MAX_POINTS:
             raise ValueError(
                 f"the Kolmogorov grid would need {n} points (beta={beta}, t={t_sorted[-1]}); "
                 "reduce t or beta, or raise h"

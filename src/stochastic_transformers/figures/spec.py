@@ -39,7 +39,8 @@ SOURCES = ("paper", "followup", "ours")
 
 #: The module-level names that :meth:`Figure.declared` reads, by the field each fills.
 CONVENTIONAL_NAMES = {"scales": "SCALES", "seconds_per_work": "SECONDS_PER_WORK", **{
-    name: name for name in ("cell", "run", "finish", "work", "measured_work", "summary", "plot")}}
+    name: name for name in ("cell", "run", "finish", "work", "measured_work", "summary", "plot",
+                           "plan")}}
 
 
 def default_scheduler(scale: str, scheduler):
@@ -195,7 +196,7 @@ class Figure:
         ``fields`` are taken as given; a field left out is filled from the module-level
         name that holds it by convention (:data:`CONVENTIONAL_NAMES`: ``SCALES``,
         ``cell``, ``run``, ``finish``, ``work``, ``measured_work``,
-        ``SECONDS_PER_WORK``, ``summary``, ``plot``) where the module defines it.
+        ``SECONDS_PER_WORK``, ``summary``, ``plot``, ``plan``) where the module defines it.
         """
         found = {name: namespace[held] for name, held in CONVENTIONAL_NAMES.items()
                  if name not in fields and held in namespace}

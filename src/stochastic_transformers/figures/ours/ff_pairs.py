@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import feedforward, simulate
-from ..._validation import FF_STRENGTH_MAX
+from ..._validation import EXP_BETA_MAX, FF_STRENGTH_MAX
 from ...activations import ACTIVATIONS
 from ...classification import outcome_counts
 from ...config import ModelConfig, RunConfig
@@ -31,7 +31,8 @@ SCALES = {"smoke": dict(_COMMON, rs=(0.0, 0.5), betas=(0.5, 2.0), n_traj=200, L=
           "paper": dict(_COMMON, rs=(0.0, 0.1, 0.5, 1.0), betas=tuple(np.linspace(0.0, 4.0, 17)),
                         n_traj=10_000, L=100, T=10.0)}
 #: The knobs of the block, checked alike by every feedforward figure: its strengths and width.
-BLOCK_SCHEMA = {"rs": reals(0.0, FF_STRENGTH_MAX, distinct=True, increasing=True),
+BLOCK_SCHEMA = {"betas": reals(0.0, EXP_BETA_MAX),
+                "rs": reals(0.0, FF_STRENGTH_MAX, distinct=True, increasing=True),
                 "ff_width": integer(1, 4096)}
 #: Quantile of 1 + Z_T recorded per cell: how close to -1 the closest pairs come.
 LOW_QUANTILE = 0.01

@@ -24,7 +24,7 @@ from ...config import RunConfig
 from ...stats import weighted_least_squares, z_digest
 from ...style import palette
 from ..base import cell_threads, knob_attr, laid_out
-from ..knobs import all_of, choice, integers, real, whole_layers
+from ..knobs import all_of, choice, integer, integers, real, whole_layers
 from ..spec import Figure
 from ..words import markdown_table, signed, verdict
 from .ff_pairs import BLOCK_SCHEMA, block_model
@@ -270,7 +270,7 @@ FIGURE = Figure.declared(
     description="feedforward blocks: the antipodal threshold beta_c(d, r) of an erf block, "
                 "measured from the exponent at -1 (ours)",
     schema={"d": integers(3), "activation": choice(ODD_ACTIVATIONS), **BLOCK_SCHEMA,
-            "gap0": real(0.0, 1e-6, strict_min=True),
+            "gap0": real(0.0, 1e-6, strict_min=True), "n_traj": integer(2),
             "Ls": all_of(integers(1, distinct=True, increasing=True), _coarse_and_fine,
                          whole_layers("T", "Ls"))},
     grid={"d": "d", "r": "rs", "beta": "betas", "L": "Ls"},

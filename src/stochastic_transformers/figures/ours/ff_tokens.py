@@ -19,7 +19,7 @@ from ...simulation import full_method
 from ...stats import two_proportion_z
 from ...style import palette
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
-from ..knobs import choices, integers
+from ..knobs import all_of, choices, integers
 from ..spec import Figure
 from ..words import markdown_table, signed, verdict
 from .ff_pairs import BLOCK_SCHEMA, band_points, block_model, run_title
@@ -195,10 +195,18 @@ def plot(ds):
     return laid_out(fig, run_title("N tokens with a feedforward block", ds))
 
 
+def _with_the_block_off(name, values, knobs):
+    """The strengths must hold r = 0: every row compares the block with the layer without it."""
+    if 0.0 not in values:
+        raise ValueError(f"{name} must hold 0 (the layer without the block); got {values}")
+    return values
+
+
 FIGURE = Figure.declared(
     globals(), "ff_tokens", source="ours",
     description="feedforward blocks, N = 4 and 8 tokens: antipodal pairs and their splits with "
                 "ReLU and erf blocks against the paper's model (ours)",
-    schema={"n_tokens": integers(3, 64), "activations": choices(ACTIVATIONS), **BLOCK_SCHEMA},
+    schema={"n_tokens": integers(3, 64), "activations": choices(ACTIVATIONS), **BLOCK_SCHEMA,
+            "rs": all_of(BLOCK_SCHEMA["rs"], _with_the_block_off)},
     work=trajectory_layer_work("n_tokens", "activations", "rs", "betas"))
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -22,10 +22,10 @@ from ...stats import agreement_z
 from ...style import palette
 from ..base import (add_outcome_fractions, cell_threads, knob_attr, laid_out, log_time_grid,
                     trajectory_layer_work)
-from ..knobs import choices
+from ..knobs import choices, integer
 from ..spec import Figure
 from ..words import verdict
-from .norm_pairs import layer_model
+from .norm_pairs import _SOFTMAX, layer_model
 
 LAYERS = ("post", "pre", "peri", "ngpt")
 _COMMON = dict(layers=LAYERS, d=4, beta=1.0, attention="softmax", tol=1e-3, seed=0)
@@ -229,6 +229,6 @@ FIGURE = Figure.declared(
     globals(), "norm_clock", source="ours",
     description="other normalisations, two tokens in depth: pre- and peri-LN norms and the "
                 "clock of their directions against exact laws (ours)",
-    schema={"layers": choices(LAYERS)},
+    schema={"layers": choices(LAYERS), "d": integer(3), "attention": _SOFTMAX},
     work=trajectory_layer_work("layers"))
 compute, cost = FIGURE.compute, FIGURE.cost

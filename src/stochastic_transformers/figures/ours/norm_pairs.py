@@ -21,12 +21,14 @@ from ...config import ModelConfig, RunConfig
 from ...stats import agreement_z, z_digest
 from ...style import palette
 from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, trajectory_layer_work
-from ..knobs import choices, integers
+from ..knobs import choice, choices, integers
 from ..spec import Figure
 from ..words import markdown_table, verdict
 
 #: The layers drawn: a normalisation on the sphere, then "_causal" for the masked form.
 LAYERS = ("post", "ngpt", "post_causal", "ngpt_causal")
+#: The other layers are built for softmax attention (the configuration refuses the rest).
+_SOFTMAX = choice(("softmax",))
 _COMMON = dict(layers=LAYERS, attention="softmax", tol=1e-3, seed=0)
 SCALES = {"smoke": dict(_COMMON, d=(4, 8), betas=(0.5, 2.5), n_traj=200, L=20, T=2.0),
           "quick": dict(_COMMON, d=(4, 8), betas=tuple(np.linspace(0.0, 4.0, 9)), n_traj=2000,
@@ -176,7 +178,7 @@ FIGURE = Figure.declared(
     globals(), "norm_pairs", source="ours",
     description="other normalisations, two tokens: P(antipodal at T) vs beta for post-LN and "
                 "nGPT-style layers, with and without a causal mask, with their limits (ours)",
-    schema={"layers": choices(LAYERS), "d": integers(3)},
+    schema={"layers": choices(LAYERS), "d": integers(3), "attention": _SOFTMAX},
     grid={"layer": "layers", "d": "d", "beta": "betas"},
     fixed=("n_traj", "L", "T", "attention", "tol"),
     work=trajectory_layer_work("layers", "d", "betas"))

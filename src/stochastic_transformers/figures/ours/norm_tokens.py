@@ -20,7 +20,7 @@ from ..base import add_outcome_fractions, cell_threads, knob_attr, laid_out, tra
 from ..knobs import choices, integers
 from ..spec import Figure
 from ..words import markdown_table
-from .norm_pairs import layer_model, threshold
+from .norm_pairs import _SOFTMAX, layer_model, threshold
 
 LAYERS = ("post", "pre", "peri", "ngpt", "post_causal", "ngpt_causal")
 _COMMON = dict(layers=LAYERS, d=4, attention="softmax", tol=1e-3, seed=0)
@@ -144,7 +144,7 @@ FIGURE = Figure.declared(
     globals(), "norm_tokens", source="ours",
     description="other normalisations, N tokens at the paper's depth: antipodal pairs and one "
                 "cluster vs beta under six layers (ours)",
-    schema={"layers": choices(LAYERS), "n_tokens": integers(3)},
+    schema={"layers": choices(LAYERS), "n_tokens": integers(3), "attention": _SOFTMAX},
     grid={"layer": "layers", "n_tokens": "n_tokens", "beta": "betas"},
     fixed=("d", "n_traj", "L", "T", "attention", "tol"),
     work=trajectory_layer_work("layers", "n_tokens", "betas"))

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from ..._validation import check_real
+from ..._validation import EXP_BETA_MAX, check_real
 from ...attention import attention_paths_last, tangent_projection
 from ...style import palette
 from ..base import laid_out
@@ -228,6 +228,6 @@ FIGURE = Figure.declared(
     globals(), "fig1", source="paper",
     description="attention field on the circle: unnormalised A^U vs its tangent projection "
                 "(beta = 1)",
-    schema={"beta": real(0.0), "token_angles": _two_angles,
+    schema={"beta": real(0.0, EXP_BETA_MAX), "token_angles": _two_angles,
                            "n_arrows": integer(4), "n_fine": integer(16)})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -367,7 +367,7 @@ def plot(ds):
 FIGURE = Figure.declared(
     globals(), "fig6", source="paper",
     description="N >= 3 tokens: P(at least one antipodal pair at T) vs beta for several N, d = 4",
-    schema={"n_tokens": integers(2, distinct=True), "betas": reals(0.0, distinct=True),
+    schema={"n_tokens": integers(3, distinct=True), "betas": reals(0.0, distinct=True),
             "d": integer(2)},
     cell_version="2",  # 2: the reduced path and its split counts
     grid={"n_tokens": "n_tokens", "beta": "betas"},

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from ... import simulate, theory, two_clusters
+from ..._validation import EXP_BETA_MAX
 from ...classification import has_antipodal_pair, is_clustered, n_clusters, together
 from ...config import ModelConfig, RunConfig
 from ...stats import add_fraction_where, count_z, z_digest
@@ -385,7 +386,7 @@ FIGURE = Figure.declared(
     globals(), "fig7", source="paper",
     description="persistence: fraction of trajectories with an antipodal pair vs time, large beta",
     # one token count and one dimension, distinct betas, the first recorded time in (0, T]
-    schema={"betas": reals(0.0, distinct=True), "n_tokens": integer(2), "d": integer(2),
+    schema={"betas": reals(0.0, EXP_BETA_MAX, distinct=True), "n_tokens": integer(3), "d": integer(2),
             "t_min": real(0.0, lambda knobs: knobs["T"], strict_min=True)},
     cell_version="2")  # 2: the reduced path; persistence of merged splits
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -18,14 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from ... import simulate, two_clusters
-from ..._validation import check_int
+from ..._validation import EXP_BETA_MAX, check_int
 from ...classification import has_antipodal_pair, is_clustered, n_clusters
 from ...config import configs_from_flat
 from ...simulation import full_method
 from ...style import palette
 from ..base import (add_outcome_fractions, cell_threads, knob_attr, laid_out, log_time_grid,
                     on_time_axis)
-from ..knobs import integer
+from ..knobs import integer, reals
 from ..spec import Figure
 from ..words import markdown_table
 
@@ -191,7 +191,8 @@ def _verdicts(by, b_small, b_large):
     det_s, sto_s = by[("deterministic", b_small)], by[("stochastic", b_small)]
     det_l, sto_l = by[("deterministic", b_large)], by[("stochastic", b_large)]
     r_small, r_large = (det["median_t_clustered"] / sto["median_t_clustered"]
-                        if np.isfinite(det["median_t_clustered"]) else None
+                        if np.isfinite(det["median_t_clustered"]) and sto["median_t_clustered"] > 0
+                        else None
                         for det, sto in ((det_s, sto_s), (det_l, sto_l)))
     return {
         "beta_small": b_small, "beta_large": b_large,
@@ -363,5 +364,6 @@ FIGURE = Figure.declared(
     description="N >= 3 tokens: convergence of the stochastic model vs the deterministic flow, "
                 "small and large beta (App. D.2)",
     # at least three tokens (two are Figure 8's), one dimension, blocks that divide n_traj
-    schema={"n_tokens": integer(3), "d": integer(2), "block_size": _block_size})
+    schema={"n_tokens": integer(3), "d": integer(2), "block_size": _block_size,
+            "betas": reals(0.0, EXP_BETA_MAX)})
 compute, cost = FIGURE.compute, FIGURE.cost

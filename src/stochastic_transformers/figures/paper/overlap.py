@@ -139,5 +139,6 @@ def plot(ds):
 FIGURE = Figure.declared(
     globals(), "overlap", source="paper",
     description="a few two-token trajectories: the overlap and its distance to the nearer pole",
-    schema={"d": integer(2), "beta": real(0.0)})  # one dimension, one beta
+    # one dimension, one beta (the rates' cosh(2 beta) overflows beyond about 355)
+    schema={"d": integer(2), "beta": real(0.0, 350.0)})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from ... import two_clusters
+from ..._validation import check_real
 from ...stats import exit_rate as tail_rate  # noqa: F401 (the page's name for it)
 from ...stats import normal_quantile
 from ...sweep import summed_attrs
@@ -255,8 +256,12 @@ FIGURE = Figure.declared(
     globals(), "persistence_long", source="paper",
     description="the conjecture after Figure 7: antipodal splits followed to T = 10^4, decay "
                 "rates against the two-cluster diffusion",
-    schema={"splits": sequence_of(clusters._split), "betas": reals(0.0, 20.0, strict_min=True),
-            "uniform_tokens": integers(2, 16, distinct=True, increasing=True),
-            "one_plus_z0": real(0.0, 2.0, strict_min=True), "t_min": real(0.0, strict_min=True),
+    schema={"splits": sequence_of(clusters._split, distinct=True),
+            "betas": reals(0.0, 20.0, strict_min=True),
+            "uniform_tokens": integers(3, 16, distinct=True, increasing=True),
+            "one_plus_z0": lambda name, value, knobs: check_real(
+                name, value, clusters.ONE_PLUS_Z0_MIN, 2.0, strict_max=True),
+            "t_min": lambda name, value, knobs: check_real(name, value, 0.0, knobs["T"],
+                                                           strict_min=True, strict_max=True),
             "n_times": integer(4)})
 compute, cost = FIGURE.compute, FIGURE.cost

@@ -57,6 +57,26 @@ def _beta(name, value, knobs):
     return beta
 
 
+#: The last recorded time: the control variate's table runs one step of
+#: ``kolmogorov.GRADIENT_DS`` past it, and the Kolmogorov solution to t = 50.
+TIME_MAX = 50.0 - kolmogorov.GRADIENT_DS
+#: The largest sigma^2 t of the last recorded time: the noise's clock, on which the
+#: Kolmogorov solver's steps grow stiff (sigma = 10 to t = 1 takes seconds, 100 minutes).
+NOISE_CLOCK_MAX = 100.0
+
+
+def plan(knobs):
+    """Refuses, before any compute, a sigma^2 t beyond :data:`NOISE_CLOCK_MAX` and a beta or
+    sigma whose Kolmogorov grid for the control variate's table could not be refined twice
+    (the third grid over the points allowed)."""
+    if knobs["sigma"] ** 2 * max(knobs["times"]) > NOISE_CLOCK_MAX:
+        raise ValueError(f"sigma^2 times the last of times must be <= {NOISE_CLOCK_MAX:g}; got "
+                         f"sigma = {knobs['sigma']:g}, times up to {max(knobs['times']):g}")
+    sde.check_kolmogorov_grid(knobs["beta"], knobs["d"], knobs["attention"], knobs["sigma"],
+                              max(knobs["times"]) + 2 * kolmogorov.GRADIENT_DS,
+                              kolmogorov.GRADIENT_X_MAX)
+
+
 @functools.lru_cache(maxsize=8)
 def _phi_table(functions, beta, d, attention, sigma, t_max):
     """The control variate's table of u_x for the named test functions, with its grid
@@ -371,7 +391,7 @@ FIGURE = Figure.declared(
                                                         strict_min=True, strict_max=True),
             "fit_L_min": integer(1), "Ls": integers(1, distinct=True, sort=True),
             # every recorded time a whole number of layers at every L
-            "times": all_of(reals(0.0, 50.0, strict_min=True, increasing=True),
+            "times": all_of(reals(0.0, TIME_MAX, strict_min=True, increasing=True),
                             whole_layers("times", "Ls")),
             "functions": choices(tuple(FUNCTIONS))})
 compute, cost = FIGURE.compute, FIGURE.cost
