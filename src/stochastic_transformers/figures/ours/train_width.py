@@ -157,9 +157,10 @@ def phrases(stats) -> dict[str, str]:
     phase = "; ".join(f"at d = {w}, " + ", ".join(
         f"{stats['cells'][f'{first}, d = {w}, β = {b:g}']['gaussian']['antipodal_share']:.2f} "
         f"at β = {b:g}" for b in stats["betas"]) for w in stats["widths"])
-    answer = {str(t): ("moves the gap" if c["gap_low"] > 0 or c["gap_high"] < 0 else
-                       "does not detectably move the gap") for t, c in stats["pooled"].items()}
-    return {"answer": "; ".join(f"{a} on {t}" for t, a in answer.items()) or "is not measured",
+    answer = {str(t): ("changes" if c["gap_low"] > 0 or c["gap_high"] < 0 else
+                       "does not detectably change") for t, c in stats["pooled"].items()}
+    return {"answer": "; ".join(f"on {t}, crossing β_c {a} the gap" for t, a in answer.items())
+            or "the crossing is not measured",
             "pooled": pooled or "not measured (no β pair crosses β_c at one width only)",
             "steps": steps or "not measured", "phase": phase}
 
@@ -198,19 +199,23 @@ def plot(ds, task=None):
         axes[0].plot(betas, [c["gaussian"]["antipodal_share"] for c in rows], "o-",
                      color=colours[w], label=f"d = {w}")
         axes[0].plot(betas, [c["gaussian"]["model_antipodal_share"] for c in rows], "x", ms=8,
-                     color="0.15")
+                     color=colours[w])
         for b, c in zip(betas, rows):
             axes[1].errorbar(b + shift, 100 * c["gap"], yerr=[[100 * (c["gap"] - c["gap_low"])],
                              [100 * (c["gap_high"] - c["gap"])]], fmt="o", capsize=2,
                              color=colours[w], mfc=None if c["held"] else "white")
         for ax in axes:
             ax.axvline(stats["beta_c"][w], ls=":", color=colours[w])
-    axes[0].plot([], [], "x", color="0.15", label="simulator")
+    axes[0].plot([], [], "x", color="0.3", label="simulator")
+    axes[0].plot([], [], ":", color="0.3", label=r"$\beta_c(d)$")
     axes[0].set(xlabel=r"$\beta$", ylabel="near-antipodal share, last block",
                 title="initialisation, Gaussian V")
     axes[0].legend(loc="upper left")
     axes[1].axhline(0, color="0.5", lw=0.8)
-    axes[1].set(xlabel=r"$\beta$ (dotted: $\beta_c(d)$)", ylabel="Gaussian − identity (points)",
+    axes[1].legend([axes[1].plot([], [], "o", color="0.3", mfc=m)[0] for m in (None, "white")],
+                   ["holds after Holm", "does not"], loc="lower left")
+    axes[1].set(xlabel=r"$\beta$ (dotted: $\beta_c(d)$)",
+                ylabel="Gaussian − identity (accuracy points)",
                 title=f"paired gap after training ({task})")
     pairs = stats["pairs"]
     return laid_out(fig, f"Attention-only ViT, {stats['depth']} blocks, "
