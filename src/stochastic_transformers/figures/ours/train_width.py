@@ -87,8 +87,9 @@ def work(knobs) -> float:
 
 
 #: Seconds per unit of :func:`work`, measured on the committed paper run
-#: (results/train_width_paper.nc).
-SECONDS_PER_WORK = 1.1e-2
+#: (results/train_width_paper.nc: 10,914 s of cell time; for about 40 minutes of its 91 a
+#: second job took one of the two cores, so a run alone is faster).
+SECONDS_PER_WORK = 1.9e-2
 
 
 def _crossings(betas, widths) -> list[tuple[float, float, int, int]]:
