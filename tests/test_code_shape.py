@@ -23,7 +23,7 @@ FIGURES = ROOT / "figures"
 #: an unbiased threshold fit, calibrated agreement shares; 8,447 once the measured work of a
 #: run was read from its knobs in one place instead of rebuilt in sixteen modules, the range
 #: of the feedforward strengths checked before compute, the log-log slopes one function;
-#: 8,491 once the 21 knob values that an audit found failing inside a running cell, or in
+#: 8,500 once the 22 knob values that an audit found failing inside a running cell, or in
 #: ``summary``, were refused before compute).
 #: The target of 6,000 lines needs pages that quote fewer numbers: lower the cap as the
 #: layer shrinks.  A new figure that an experiment needs adds its own module's lines (and a
@@ -34,7 +34,7 @@ NEW_FIGURE_LINES = {"homog_slow_motion": 294, "persistence_long": 271, "homog_me
                     "norm_pairs": 183, "norm_clock": 234,
                     "norm_tokens": 152, "train_phase": 393 + 2,  # with its registry lines
                     "train_width": 238 + 2}
-MAX_FIGURE_LAYER_LINES = 8_491 + sum(NEW_FIGURE_LINES.values())
+MAX_FIGURE_LAYER_LINES = 8_500 + sum(NEW_FIGURE_LINES.values())
 
 
 def _module_name(path: Path) -> str:

@@ -50,6 +50,15 @@ RATE_BOUND_HORIZONS = 10.0
 LEVEL = 0.95
 
 
+def plan(knobs):
+    """Refuses a time grid with fewer than two recorded times in the fitted window."""
+    times = log_time_grid(knobs["T"], knobs["L"], knobs["n_times"], t_min=knobs["t_min"])
+    if sum(t >= knobs["T"] / WINDOW for t in times) < 2:
+        raise ValueError(f"t_min = {knobs['t_min']:g} and n_times = {knobs['n_times']} leave "
+                         f"fewer than two recorded times in the fitted window [T/{WINDOW:g}, "
+                         "T]; raise t_min or n_times")
+
+
 def run(knobs, sweeps):
     """Two sweeps on one log time grid: the splits (``clusters.cell``) and the uniform starts
     (``fig7.cell``); then the Kolmogorov prediction of every split (``predicted``)."""
