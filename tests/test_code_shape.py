@@ -33,7 +33,7 @@ NEW_FIGURE_LINES = {"homog_slow_motion": 294, "persistence_long": 271, "homog_me
                     "homog_hemisphere": 61, "weak_order": 305, "homog_heads": 219,
                     "norm_pairs": 183, "norm_clock": 234,
                     "norm_tokens": 152, "train_phase": 393 + 2,  # with its registry lines
-                    "train_width": 238 + 2}
+                    "train_width": 240 + 2}
 MAX_FIGURE_LAYER_LINES = 8_500 + sum(NEW_FIGURE_LINES.values())
 
 

@@ -149,7 +149,8 @@ def phrases(stats) -> dict[str, str]:
     """``answer``: whether crossing beta_c moves the gap, on each task (the pooled
     interval); ``pooled``: the test on each task, with its interval and the smallest change
     it could detect; ``steps``: each crossing contrast; ``phase``: the share of near-antipodal
-    pairs at the last block at initialisation (Gaussian values) at each width and beta."""
+    pairs at the last block at initialisation (Gaussian values) at each width and beta;
+    ``thresholds``: beta_c at each width."""
     pooled = "; ".join(
         f"{_points(c)} on {task}, where {100 * c['detectable_gap']:.0f} points would be "
         f"detected with probability {POWER:.0%}" for task, c in stats["pooled"].items())
@@ -160,7 +161,8 @@ def phrases(stats) -> dict[str, str]:
         f"at β = {b:g}" for b in stats["betas"]) for w in stats["widths"])
     answer = {str(t): ("changes" if c["gap_low"] > 0 or c["gap_high"] < 0 else
                        "does not detectably change") for t, c in stats["pooled"].items()}
-    return {"answer": "; ".join(f"on {t}, crossing β_c {a} the gap" for t, a in answer.items())
+    thresholds = " and ".join(f"β_c = {b:.2f} at d = {w}" for w, b in stats["beta_c"].items())
+    return {"thresholds": thresholds, "answer": "; ".join(f"on {t}, crossing β_c {a} the gap" for t, a in answer.items())
             or "the crossing is not measured",
             "pooled": pooled or "not measured (no β pair crosses β_c at one width only)",
             "steps": steps or "not measured", "phase": phase}
