@@ -180,12 +180,8 @@ def summary(ds) -> dict:
                 for init in INITS:
                     one = sub.sel(init=init)
                     grad = ds.init_gradient.sel(task=task, attention=arm, horizon=T, init=init)
-                    row[init] = {"accuracy": float(one.val_accuracy.mean()),
-                                 "gradient_ratio": float((grad.isel(layer=0)
-                                                          / grad.isel(layer=-1)).mean()),
-                                 "first_loss": float(one.first_loss.mean()),
-                                 **{k: float(one[f"init_{k}"].mean()) for k in GEOMETRY},
-                                 **{f"model_{k}": float(one[f"model_{k}"].mean()) for k in GEOMETRY}}
+                    row[init] = {**run_means(one), "gradient_ratio": float(
+                        (grad.isel(layer=0) / grad.isel(layer=-1)).mean())}
                 gaps = (sub.val_accuracy.sel(init="gaussian") - sub.val_accuracy.sel(init="identity"))
                 row.update(paired_comparison(gaps.values, LEVEL, POWER))
                 out["cells"][f"{task}, {arm}, T = {float(T):g}"] = row
@@ -196,6 +192,14 @@ def summary(ds) -> dict:
                             for task in ds.task.values}
     out["contrasts"] = {str(task): _contrasts(last.sel(task=task), width) for task in ds.task.values}
     return out
+
+
+def run_means(one) -> dict:
+    """Means over the seed pairs of one cell and value law at the last block: the final
+    accuracy, the first-epoch loss, and the geometry at initialisation (network, model)."""
+    return {"accuracy": float(one.val_accuracy.mean()), "first_loss": float(one.first_loss.mean()),
+            **{k: float(one[f"init_{k}"].mean()) for k in GEOMETRY},
+            **{f"model_{k}": float(one[f"model_{k}"].mean()) for k in GEOMETRY}}
 
 
 def _contrasts(last, width) -> dict:

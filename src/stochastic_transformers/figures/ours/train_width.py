@@ -32,7 +32,7 @@ from ..spec import Figure
 from .. import words
 from ..paper.fig2 import LEVEL, POWER, holm
 from . import train_phase
-from .train_phase import GEOMETRY, INITS, _config, _points, _t_p
+from .train_phase import GEOMETRY, INITS, _config, _points, _t_p, run_means
 
 _COMMON = dict(patch_size=2, batch_size=128, lr=3e-3, tol=1e-2, noise_time=16.0,
                tasks=("digits",), seed=0)
@@ -122,11 +122,7 @@ def summary(ds) -> dict:
                 sub = last.sel(task=task, width=w, beta=b)
                 row = {"phase": "above beta_c" if b > critical_beta(w) else "below beta_c"}
                 for init in INITS:
-                    one = sub.sel(init=init)
-                    row[init] = {"accuracy": float(one.val_accuracy.mean()),
-                                 "first_loss": float(one.first_loss.mean()),
-                                 **{k: float(one[f"init_{k}"].mean()) for k in GEOMETRY},
-                                 **{f"model_{k}": float(one[f"model_{k}"].mean()) for k in GEOMETRY}}
+                    row[init] = run_means(sub.sel(init=init))
                 row.update(paired_comparison(gap.sel(task=task, width=w, beta=b).values, LEVEL,
                                              POWER))
                 out["cells"][f"{task}, d = {w}, β = {b:g}"] = row
